@@ -1,0 +1,175 @@
+"""``RemoteEmbedder``: the engine's client of the host embedder service (``docs/embedder-service.md``).
+
+The service (:mod:`engine.embed.service`) holds the one local model of the host; engines call it
+over its Unix socket with httpx. Vectors travel as raw little-endian float32. ``model_id`` and
+``dim`` are the service's, asked once (``GET /status``) and remembered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import httpx
+import numpy as np
+
+from engine.embed.base import DEFAULT_LIMIT_S, Matrix, ProviderName, ProviderStatus, Vector, probe_embedder
+from engine.embed.errors import (
+    BY_CODE,
+    EmbedError,
+    EmbedRequestError,
+    ProviderNotAvailable,
+    ProviderTimeout,
+)
+
+BINARY: Final = "application/octet-stream"
+#: Response headers of a binary ``POST /embed``.
+H_MODEL: Final = "x-embed-model"
+H_DIM: Final = "x-embed-dim"
+H_COUNT: Final = "x-embed-count"
+Kind = Literal["document", "query"]
+
+
+class RemoteEmbedder:
+    """An :class:`~engine.embed.base.Embedder` that asks the host embedder service on ``socket_path``."""
+
+    def __init__(
+        self,
+        socket_path: Path | str,
+        *,
+        timeout_s: float = DEFAULT_LIMIT_S,
+        connect_timeout_s: float = 2.0,
+        max_texts: int = 256,
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.timeout_s = timeout_s
+        self.max_texts = max_texts
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            base_url="http://embedder",
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+        )
+        self._identity: tuple[str, int] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def provider(self) -> ProviderName:
+        return "remote"
+
+    @property
+    def model_id(self) -> str:
+        return self._ident()[0]
+
+    @property
+    def dim(self) -> int:
+        return self._ident()[1]
+
+    def service_status(self) -> ProviderStatus:
+        """The service's own provider status (it probes its model); raises if it cannot be asked."""
+        response = self._request("GET", "/status")
+        return ProviderStatus.from_json(response.json())
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [
+            self._embed(list(texts[i : i + self.max_texts]), "document")
+            for i in range(0, len(texts), self.max_texts)
+        ]
+        return np.concatenate(parts)
+
+    def embed_query(self, text: str) -> Vector:
+        row: Vector = self._embed([text], "query")[0]
+        return row
+
+    def probe(self) -> ProviderStatus:
+        """The service's status, confirmed by one real ``/embed`` call through the socket."""
+        notes: tuple[str, ...] = (f"Host embedder service on {self.socket_path}.",)
+        try:
+            inner = self.service_status()
+        except EmbedError as exc:
+            return ProviderStatus("remote", exc.state, "unknown", 0, exc.message, notes)
+        notes = notes + inner.notes
+        if not inner.ready:
+            return ProviderStatus("remote", inner.state, inner.model_id, inner.dim, inner.detail, notes)
+        return probe_embedder(
+            self, model_id=inner.model_id, dim=inner.dim, notes=notes, limit_s=self.timeout_s
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteEmbedder:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _ident(self) -> tuple[str, int]:
+        with self._lock:
+            if self._identity is None:
+                status = self.service_status()
+                if not status.ready:
+                    raise BY_CODE.get(f"embed_{status.state}", ProviderNotAvailable)(status.detail)
+                self._identity = (status.model_id, status.dim)
+            return self._identity
+
+    def _embed(self, texts: list[str], kind: Kind) -> Matrix:
+        response = self._request(
+            "POST", "/embed", json={"texts": texts, "kind": kind}, headers={"accept": BINARY}
+        )
+        try:
+            model, dim, count = (
+                response.headers[H_MODEL],
+                int(response.headers[H_DIM]),
+                int(response.headers[H_COUNT]),
+            )
+        except (KeyError, ValueError) as exc:
+            raise EmbedRequestError(f"the embedder service sent no vector headers ({exc})") from exc
+        body = response.content
+        if count != len(texts) or len(body) != 4 * dim * count:
+            raise EmbedRequestError(
+                f"the embedder service answered {count} vectors / {len(body)} bytes for {len(texts)} texts"
+            )
+        with self._lock:
+            if self._identity is not None and self._identity != (model, dim):
+                raise EmbedRequestError(
+                    f"the embedder service changed model ({self._identity[0]} → {model}); "
+                    "restart the engine so it re-embeds with the new model"
+                )
+            self._identity = (model, dim)
+        return np.frombuffer(body, dtype="<f4").reshape(count, dim).astype(np.float32)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(
+                f"the embedder service on {self.socket_path} did not answer within {self.timeout_s:g} s; "
+                "check that it is not overloaded or stuck, or restart it"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise ProviderNotAvailable(
+                f"the embedder service is not running on {self.socket_path} ({exc}); start it with "
+                f"`python -m engine.embed --socket {self.socket_path}`"
+            ) from exc
+        if response.status_code != 200:
+            raise _error_from(response)
+        return response
+
+
+def _error_from(response: httpx.Response) -> EmbedError:
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "", response.text[:200]
+    cls = BY_CODE.get(code, EmbedRequestError)
+    return cls(f"embedder service: {message} (HTTP {response.status_code})")
