@@ -1,0 +1,1 @@
+"""Almanac's engine: one workspace's memory, served over MCP."""

@@ -1,0 +1,3 @@
+from engine.server import main
+
+raise SystemExit(main())

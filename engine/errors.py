@@ -1,0 +1,64 @@
+"""The engine's errors: one tree, each class with a stable ``code``.
+
+::
+
+    EngineError                      code="engine_error"
+    ├── InvalidInput                 code="invalid_input"     the caller can fix the call
+    │   ├── TooLong                  code="too_long"
+    │   ├── BadScope                 code="bad_scope"
+    │   └── BadDate                  code="bad_date"
+    ├── NotFound                     code="not_found"         no memory has that id
+    ├── Forbidden                    code="forbidden"         the connection may not do this
+    │   └── ReadOnly                 code="read_only"
+    ├── WorkspaceLocked              code="workspace_locked"  another engine serves the directory
+    └── StoreUnavailable             code="store_unavailable" the write could not be made durable
+
+Every message says what went wrong and what to do about it. The MCP layer turns an
+``EngineError`` into a tool error the model can read; nothing is written on a refusal.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    code = "engine_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(EngineError):
+    code = "invalid_input"
+
+
+class TooLong(InvalidInput):
+    code = "too_long"
+
+
+class BadScope(InvalidInput):
+    code = "bad_scope"
+
+
+class BadDate(InvalidInput):
+    code = "bad_date"
+
+
+class NotFound(EngineError):
+    code = "not_found"
+
+
+class Forbidden(EngineError):
+    code = "forbidden"
+
+
+class ReadOnly(Forbidden):
+    code = "read_only"
+
+
+class WorkspaceLocked(EngineError):
+    code = "workspace_locked"
+
+
+class StoreUnavailable(EngineError):
+    code = "store_unavailable"

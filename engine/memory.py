@@ -1,0 +1,496 @@
+"""What the MCP tools do: validate, decide, write durably, answer (one writer per workspace).
+
+Every public method takes the :class:`Caller` (who is asking, from the gateway's identity
+headers or the local client) and either returns a result or raises an
+:class:`~engine.errors.EngineError` having written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from engine.errors import Forbidden, InvalidInput, NotFound, ReadOnly
+from engine.store import ids
+from engine.store.facts import Duplicate, FactRecord, FactValue
+from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
+from engine.store.text import (
+    MAX_KEY,
+    MAX_OBJECT,
+    MAX_REASON,
+    MAX_SOURCE,
+    check_importance,
+    check_scope,
+    check_tags,
+    check_text,
+    normalize_key,
+    parse_day,
+    parse_when,
+)
+from engine.store.workspace import Workspace, content_key
+
+UNKNOWN_SOURCE = "unknown client"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling. ``connection`` is set only from the gateway's authenticated identity."""
+
+    connection: str | None = None
+    read_only: bool = False
+    pinned_scope: str | None = None
+    client_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The value a supersede closed."""
+
+    object: str
+    event_id: str
+    valid_from: str
+    valid_to: str
+
+
+@dataclass(frozen=True)
+class Receipt:
+    action: str  # store | supersede | nochange | retire | restore
+    event_id: str | None
+    id: str
+    kind: str  # fact | note | log
+    scope: str | None = None
+    source: str | None = None
+    source_verified: bool = False
+    closed: Closed | None = None
+    possible_duplicates: list[Duplicate] = field(default_factory=list)
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class FactOut:
+    id: str
+    subject: str
+    predicate: str
+    object: str
+    statement: str | None
+    scope: str | None
+    source: str | None
+    source_verified: bool
+    current: bool
+    valid_from: str
+    valid_to: str | None
+    event_id: str
+    state: str
+
+
+@dataclass(frozen=True)
+class NoteOut:
+    id: str
+    kind: str  # note | log
+    text: str
+    created: str | None
+    scope: str | None
+    tags: list[str]
+    importance: float | None
+    source: str | None
+    source_verified: bool
+    state: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    facts: list[FactOut]
+    notes: list[NoteOut]
+
+
+def _fact_out(value: FactValue, record: FactRecord) -> FactOut:
+    return FactOut(
+        id=value.fact_id,
+        subject=value.subject,
+        predicate=value.predicate,
+        object=value.object,
+        statement=value.statement,
+        scope=value.scope,
+        source=None if value.source is None else value.source.name,
+        source_verified=value.source is not None and value.source.verified,
+        current=value is record.current,
+        valid_from=format_time(value.valid_from),
+        valid_to=None if value.valid_to is None else format_time(value.valid_to),
+        event_id=value.event_id,
+        state=State.RETIRED.value if record.retired else State.LIVE.value,
+    )
+
+
+class Memory:
+    def __init__(self, workspace: Workspace, clock: Callable[[], datetime] = utc_now) -> None:
+        self.ws = workspace
+        self.clock = clock
+        self._ulids = ids.UlidClock()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _new_id(self, prefix: str, now: datetime) -> str:
+        return f"{prefix}_{self._ulids.ulid(now)}"
+
+    @staticmethod
+    def _writable(caller: Caller) -> None:
+        if caller.read_only:
+            raise ReadOnly(
+                "this connection is read-only: it can read memories but not save, retire or restore them "
+                "(ask the owner for a connection with write access)"
+            )
+
+    @staticmethod
+    def _write_scope(caller: Caller, scope: str | None) -> str | None:
+        scope = check_scope(scope)
+        if caller.pinned_scope is None:
+            return scope
+        if scope is not None and scope != caller.pinned_scope:
+            raise Forbidden(
+                f"this connection is pinned to scope {caller.pinned_scope!r}: "
+                f"omit scope or pass {caller.pinned_scope!r} (not {scope!r})"
+            )
+        return caller.pinned_scope
+
+    @staticmethod
+    def _read_scope(caller: Caller, scope: str | None) -> str | None:
+        scope = check_scope(scope)
+        if caller.pinned_scope is not None and scope not in (None, caller.pinned_scope):
+            raise Forbidden(
+                f"this connection is pinned to scope {caller.pinned_scope!r}; it cannot read {scope!r}"
+            )
+        return scope if scope is not None else caller.pinned_scope
+
+    @staticmethod
+    def _visible(caller: Caller, memory_scope: str | None) -> bool:
+        return caller.pinned_scope is None or memory_scope in (None, caller.pinned_scope)
+
+    @staticmethod
+    def _source(caller: Caller, source: str | None) -> Source:
+        if caller.connection:
+            return Source(caller.connection, verified=True)
+        if source is not None:
+            return Source(check_text("source", source, limit=MAX_SOURCE, single_line=True).strip())
+        return Source(caller.client_name or UNKNOWN_SOURCE)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        caller: Caller,
+        statement: str,
+        subject: str | None = None,
+        predicate: str | None = None,
+        object: str | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        source: str | None = None,
+    ) -> Receipt:
+        self._writable(caller)
+        check_text("statement", statement)
+        parts = {"subject": subject, "predicate": predicate, "object": object}
+        given = [name for name, value in parts.items() if value is not None]
+        if given and len(given) < 3:
+            missing = ", ".join(name for name in parts if parts[name] is None)
+            raise InvalidInput(
+                f"a fact needs subject, predicate and object together; missing: {missing}. "
+                "Pass all three to save a fact, or none to save a note."
+            )
+        if given:
+            assert subject is not None and predicate is not None and object is not None
+            return self.save_memory(caller, subject, predicate, object, statement, scope, source)
+        scope = self._write_scope(caller, scope)
+        tag_tuple = check_tags(tags)
+        importance = check_importance(importance)
+        who = self._source(caller, source)
+        with self.ws.lock:
+            existing = self.ws.note_by_content.get(content_key(scope, statement))
+            if existing is not None:
+                record = self.ws.notes[existing]
+                return self._note_receipt("nochange", record.note, record.rel)
+            now = self.clock()
+            note_id = self._new_id(ids.NOTE, now)
+            rel = Path(f"{now.year:04d}", f"{now.month:02d}", f"{now.day:02d}", f"{note_id}.md")
+            note = Note(
+                id=note_id,
+                body=statement,
+                created=now,
+                importance=importance,
+                tags=tag_tuple,
+                scope=scope,
+                source=who,
+            )
+            self.ws.save_note(note, rel)
+            return self._note_receipt("store", note, rel)
+
+    def _note_receipt(self, action: str, note: Note, rel: Path) -> Receipt:
+        return Receipt(
+            action=action,
+            event_id=ids.event_id_for(note.id),
+            id=note.id,
+            kind="note",
+            scope=note.scope,
+            source=None if note.source is None else note.source.name,
+            source_verified=note.source is not None and note.source.verified,
+            path=str(Path("notes") / rel),
+        )
+
+    def save_memory(
+        self,
+        caller: Caller,
+        subject: str,
+        predicate: str,
+        object: str,
+        statement: str | None = None,
+        scope: str | None = None,
+        source: str | None = None,
+    ) -> Receipt:
+        self._writable(caller)
+        check_text("subject", subject, limit=MAX_KEY, single_line=True)
+        check_text("predicate", predicate, limit=MAX_KEY, single_line=True)
+        check_text("object", object, limit=MAX_OBJECT, single_line=True)
+        if statement is not None:
+            check_text("statement", statement)
+        scope = self._write_scope(caller, scope)
+        who = self._source(caller, source)
+        subject, predicate, object = subject.strip(), predicate.strip(), object.strip()
+        with self.ws.lock:
+            fid = self.ws.facts.key_of(subject, predicate, scope)
+            action, previous = self.ws.facts.decide(fid, object)
+            duplicates = self.ws.facts.possible_duplicates(fid, subject, predicate, scope)
+            if action == "nochange":
+                assert previous is not None
+                return Receipt(
+                    "nochange",
+                    previous.event_id,
+                    fid,
+                    "fact",
+                    scope,
+                    who.name,
+                    who.verified,
+                    possible_duplicates=duplicates,
+                )
+            now = self.clock()
+            event = Event(
+                event_id=self._new_id(ids.EVENT, now),
+                kind=action,
+                time=now,
+                memory=fid,
+                subject=subject,
+                predicate=predicate,
+                object=object,
+                scope=scope,
+                statement=statement,
+                source=who,
+                closes=None if previous is None else previous.event_id,
+            )
+            self.ws.append_event(event)
+            closed = None
+            if previous is not None:
+                closed = Closed(
+                    previous.object, previous.event_id, format_time(previous.valid_from), format_time(now)
+                )
+            return Receipt(
+                action, event.event_id, fid, "fact", scope, who.name, who.verified, closed, duplicates
+            )
+
+    def remember_note(
+        self, caller: Caller, text: str, date: str | None = None, source: str | None = None
+    ) -> Receipt:
+        self._writable(caller)
+        check_text("text", text)
+        day = None if date is None else parse_day(date)
+        scope = self._write_scope(caller, None)
+        who = self._source(caller, source)
+        with self.ws.lock:
+            now = self.clock()
+            entry = LogEntry(self._new_id(ids.LOG, now), now, text.strip("\n").rstrip(), who, scope)
+            record = self.ws.append_log(entry, day or now.date())
+            path = self.ws.log_file(record.day, record.state).relative_to(self.ws.root)
+            return Receipt(
+                "store",
+                ids.event_id_for(entry.id),
+                entry.id,
+                "log",
+                scope,
+                who.name,
+                who.verified,
+                path=str(path),
+            )
+
+    # -- retire / restore ------------------------------------------------------------------------
+
+    def retire(self, caller: Caller, memory_id: str, reason: str | None = None) -> Receipt:
+        return self._set_retired(caller, memory_id, True, reason)
+
+    def restore(self, caller: Caller, memory_id: str) -> Receipt:
+        return self._set_retired(caller, memory_id, False, None)
+
+    def _not_found(self, memory_id: str) -> NotFound:
+        return NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
+
+    def _set_retired(self, caller: Caller, memory_id: str, retire: bool, reason: str | None) -> Receipt:
+        self._writable(caller)
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("id is empty: pass the id of the memory (fct_…, nte_… or log_…)")
+        if reason is not None:
+            check_text("reason", reason, limit=MAX_REASON)
+        who = self._source(caller, None)
+        kind = ids.kind_of(memory_id)
+        action: EventKind = "retire" if retire else "restore"
+        with self.ws.lock:
+            now = self.clock()
+            event = Event(self._new_id(ids.EVENT, now), action, now, memory_id, source=who, reason=reason)
+            if kind == "fact" and memory_id in self.ws.facts.records:
+                record = self.ws.facts.records[memory_id]
+                last = record.values[-1]
+                if not self._visible(caller, record.scope):
+                    raise self._not_found(memory_id)
+                if record.retired == retire:
+                    return Receipt("nochange", None, memory_id, "fact", record.scope, who.name, who.verified)
+                event = Event(
+                    event.event_id,
+                    action,
+                    now,
+                    memory_id,
+                    last.subject,
+                    last.predicate,
+                    last.object,
+                    record.scope,
+                    source=who,
+                    reason=reason,
+                )
+                self.ws.append_event(event)
+                return Receipt(
+                    action, event.event_id, memory_id, "fact", record.scope, who.name, who.verified
+                )
+            if kind == "note" and memory_id in self.ws.notes:
+                note_record = self.ws.notes[memory_id]
+                scope = note_record.note.scope
+                if not self._visible(caller, scope):
+                    raise self._not_found(memory_id)
+                if (note_record.state is State.RETIRED) == retire:
+                    return Receipt("nochange", None, memory_id, "note", scope, who.name, who.verified)
+                self.ws.move_note(memory_id, State.RETIRED if retire else State.LIVE)
+                self.ws.append_event(
+                    Event(event.event_id, action, now, memory_id, scope=scope, source=who, reason=reason)
+                )
+                return Receipt(action, event.event_id, memory_id, "note", scope, who.name, who.verified)
+            if kind == "log" and memory_id in self.ws.logs:
+                log_record = self.ws.logs[memory_id]
+                scope = log_record.entry.scope
+                if not self._visible(caller, scope):
+                    raise self._not_found(memory_id)
+                if (log_record.state is State.RETIRED) == retire:
+                    return Receipt("nochange", None, memory_id, "log", scope, who.name, who.verified)
+                self.ws.move_log(memory_id, State.RETIRED if retire else State.LIVE)
+                self.ws.append_event(
+                    Event(event.event_id, action, now, memory_id, scope=scope, source=who, reason=reason)
+                )
+                return Receipt(action, event.event_id, memory_id, "log", scope, who.name, who.verified)
+        raise self._not_found(memory_id)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        caller: Caller,
+        subject: str | None = None,
+        predicate: str | None = None,
+        memory_id: str | None = None,
+        scope: str | None = None,
+        include_history: bool = False,
+        as_of: str | None = None,
+    ) -> Retrieved:
+        scope = self._read_scope(caller, scope)
+        moment = None if as_of is None else parse_when(as_of)
+        if memory_id is None and subject is None and predicate is None:
+            raise InvalidInput("say what to retrieve: pass a subject, a predicate, or an id")
+        with self.ws.lock:
+            if memory_id is not None:
+                return self._by_id(caller, memory_id, include_history, moment)
+            subject_key = None if subject is None else normalize_key(subject)
+            predicate_key = None if predicate is None else normalize_key(predicate)
+            facts: list[FactOut] = []
+            for record in self.ws.facts.records.values():
+                if record.retired or not self._visible(caller, record.scope):
+                    continue
+                if scope is not None and record.scope not in (None, scope):
+                    continue
+                if subject_key is not None and record.subject_key != subject_key:
+                    continue
+                if predicate_key is not None and record.predicate_key != predicate_key:
+                    continue
+                facts.extend(self._values(record, include_history, moment))
+            facts.sort(
+                key=lambda f: (f.subject.casefold(), f.predicate.casefold(), f.scope or "", not f.current)
+            )
+            return Retrieved(facts, [])
+
+    def _values(self, record: FactRecord, include_history: bool, moment: datetime | None) -> list[FactOut]:
+        chosen = record.at(moment) if moment is not None else record.current
+        out = [] if chosen is None else [_fact_out(chosen, record)]
+        if include_history:
+            older = [v for v in reversed(record.values) if v is not chosen]
+            if moment is not None:
+                older = [v for v in older if v.valid_from <= moment]
+            out.extend(_fact_out(v, record) for v in older)
+        return out
+
+    def _by_id(
+        self, caller: Caller, memory_id: str, include_history: bool, moment: datetime | None
+    ) -> Retrieved:
+        record = self.ws.facts.records.get(memory_id)
+        if record is not None and self._visible(caller, record.scope):
+            return Retrieved(self._values(record, include_history, moment), [])
+        note = self.ws.notes.get(memory_id)
+        if note is not None and self._visible(caller, note.note.scope):
+            n = note.note
+            root = {State.LIVE: "notes", State.ARCHIVED: "archive", State.RETIRED: "retired/notes"}[
+                note.state
+            ]
+            return Retrieved(
+                [],
+                [
+                    NoteOut(
+                        n.id,
+                        "note",
+                        n.body,
+                        None if n.created is None else format_time(n.created),
+                        n.scope,
+                        list(n.tags),
+                        n.importance,
+                        None if n.source is None else n.source.name,
+                        n.source is not None and n.source.verified,
+                        note.state.value,
+                        str(Path(root) / note.rel),
+                    )
+                ],
+            )
+        entry = self.ws.logs.get(memory_id)
+        if entry is not None and self._visible(caller, entry.entry.scope):
+            e = entry.entry
+            path = self.ws.log_file(entry.day, entry.state).relative_to(self.ws.root)
+            return Retrieved(
+                [],
+                [
+                    NoteOut(
+                        e.id,
+                        "log",
+                        e.text,
+                        format_time(e.time),
+                        e.scope,
+                        [],
+                        None,
+                        None if e.source is None else e.source.name,
+                        e.source is not None and e.source.verified,
+                        entry.state.value,
+                        str(path),
+                    )
+                ],
+            )
+        raise self._not_found(memory_id)

@@ -1,0 +1,1 @@
+"""The Markdown store: the workspace directory that *is* the memory (see docs/store-format.md)."""

@@ -1,0 +1,115 @@
+"""Durable file operations: a write returns only once it would survive a crash.
+
+- appends: write, flush, fsync the file; fsync its directory when the file is new;
+- whole files: temp file in the same directory, fsync, atomic rename, fsync the directory;
+- moves: rename, then fsync both directories;
+- every directory created on the way is fsynced into its parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+from pathlib import Path
+
+from engine.errors import WorkspaceLocked
+
+LOCK_NAME = ".almanac.lock"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` and missing parents, each made durable in its parent."""
+    if path.is_dir():
+        return
+    ensure_dir(path.parent)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir()
+    fsync_dir(path.parent)
+
+
+def append_durable(path: Path, data: bytes) -> None:
+    """Append ``data``; if the file does not end with a newline (a torn tail), start on a new line."""
+    new = not path.exists()
+    if new:
+        ensure_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(path.parent)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    ensure_dir(path.parent)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def move_durable(src: Path, dst: Path) -> None:
+    if dst.exists():
+        raise FileExistsError(f"{dst} already exists; refusing to overwrite it")
+    ensure_dir(dst.parent)
+    os.rename(src, dst)
+    fsync_dir(dst.parent)
+    fsync_dir(src.parent)
+
+
+class DirectoryLock:
+    """One engine per workspace directory: an exclusive ``flock`` on ``.almanac.lock``."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise WorkspaceLocked(
+                f"another engine is serving {self.path.parent} (it holds {LOCK_NAME}); "
+                "stop it first, or point this engine at another directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

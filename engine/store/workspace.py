@@ -1,0 +1,229 @@
+"""The workspace directory as one writer sees it: what is on disk, and the durable writes.
+
+Layout (see docs/store-format.md)::
+
+    facts/YYYY-MM.md              the append-only ledger, one segment per month
+    notes/YYYY/MM/DD/<id>.md      live notes        notes/Imported/<label>/…  imported notes
+    archive/<same path as notes>  archived notes (cold storage)
+    retired/notes/<same path>     retired notes     retired/logs/YYYY/MM/DD.md  retired log entries
+    logs/YYYY/MM/DD.md            day logs
+    .almanac.lock                 held by the engine serving the directory
+    .index/ .cache/               derived data, safe to delete
+
+Directories are created on the first write into them. A note's state is the directory it is in.
+All methods that write must be called with :attr:`Workspace.lock` held (the engine is the one
+writer; the lock orders its threads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+from engine.store import daylog, fsio, ledger, notefile
+from engine.store.facts import FactTable
+from engine.store.ledger import Problem
+from engine.store.model import Event, LogEntry, Note, State
+
+log = logging.getLogger("almanac.engine.store")
+
+FACTS, NOTES, ARCHIVE, RETIRED, LOGS = "facts", "notes", "archive", "retired", "logs"
+_NOTE_ROOTS = {State.LIVE: Path(NOTES), State.ARCHIVED: Path(ARCHIVE), State.RETIRED: Path(RETIRED, NOTES)}
+_LOG_ROOTS = {State.LIVE: Path(LOGS), State.RETIRED: Path(RETIRED, LOGS)}
+
+
+@dataclass(frozen=True)
+class NoteRecord:
+    note: Note
+    rel: Path  # path below its state's root, e.g. 2026/11/30/nte_….md
+    state: State
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    entry: LogEntry
+    day: date
+    state: State
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    path: str
+    line: int
+    message: str
+    torn: bool = False
+
+
+def content_key(scope: str | None, text: str) -> str:
+    return hashlib.sha256(f"{scope or ''}\x1f{text.strip()}".encode()).hexdigest()
+
+
+def day_path(day: date) -> Path:
+    return Path(f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}.md")
+
+
+def _md_files(base: Path) -> Iterator[Path]:
+    if base.is_dir():
+        for path in sorted(base.rglob("*.md")):
+            if not path.name.startswith(".") and path.is_file():
+                yield path
+
+
+class Workspace:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lock = threading.RLock()
+        self.facts = FactTable()
+        self.notes: dict[str, NoteRecord] = {}
+        self.logs: dict[str, LogRecord] = {}
+        self.note_by_content: dict[str, str] = {}
+        self.problems: list[FileProblem] = []
+        self.listeners: list[Callable[[str], None]] = []
+        self._dir_lock = fsio.DirectoryLock(root)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Take the directory lock (or raise WorkspaceLocked) and read the store."""
+        self._dir_lock.acquire()
+        try:
+            self.load()
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def close(self) -> None:
+        self._dir_lock.release()
+
+    def load(self) -> None:
+        with self.lock:
+            self.facts = FactTable()
+            self.notes.clear()
+            self.logs.clear()
+            self.note_by_content.clear()
+            self.problems.clear()
+            for path in _md_files(self.root / FACTS):
+                parsed = ledger.parse_ledger(self._read(path))
+                self._report(path, parsed.problems)
+                for event in parsed.events:
+                    self.facts.apply(event)
+            for state in (State.RETIRED, State.LIVE, State.ARCHIVED):
+                base = self.root / _NOTE_ROOTS[state]
+                for path in _md_files(base):
+                    self._load_note(path, path.relative_to(base), state)
+            for state in (State.RETIRED, State.LIVE):
+                base = self.root / _LOG_ROOTS[state]
+                for path in _md_files(base):
+                    self._load_log(path, path.relative_to(base), state)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _read(self, path: Path) -> str:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            return handle.read()
+
+    def _report(self, path: Path, problems: tuple[Problem, ...] | list[Problem]) -> None:
+        for problem in problems:
+            rel = str(path.relative_to(self.root))
+            self.problems.append(FileProblem(rel, problem.line, problem.message, problem.torn))
+            log.warning("%s:%d: %s (skipped)", rel, problem.line, problem.message)
+
+    def _load_note(self, path: Path, rel: Path, state: State) -> None:
+        default_id = "nte_h" + hashlib.sha256(str(rel).encode()).hexdigest()[:25]
+        try:
+            note = notefile.parse_note(self._read(path), default_id)
+        except Exception as exc:
+            self._report(path, [Problem(1, f"unreadable note: {exc}")])
+            return
+        if note.id in self.notes:
+            self._report(path, [Problem(1, f"note id {note.id} is already used by another file")])
+            return
+        self.notes[note.id] = NoteRecord(note, rel, state)
+        if state is State.LIVE:
+            self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
+
+    def _load_log(self, path: Path, rel: Path, state: State) -> None:
+        entries, problems = daylog.parse_daylog(self._read(path))
+        self._report(path, problems)
+        try:
+            year, month, day = (int(part) for part in (*rel.parts[:-1], rel.stem))
+            when = date(year, month, day)
+        except ValueError:
+            self._report(path, [Problem(1, "a log file must be logs/YYYY/MM/DD.md")])
+            return
+        for entry in entries:
+            if entry.id not in self.logs:  # retired copies load first and win
+                self.logs[entry.id] = LogRecord(entry, when, state)
+
+    # -- writing (call with self.lock held) ----------------------------------------------------
+
+    def _changed(self, memory_id: str) -> None:
+        for listener in self.listeners:
+            listener(memory_id)
+
+    def append_event(self, event: Event) -> None:
+        path = self.root / FACTS / f"{event.time.year:04d}-{event.time.month:02d}.md"
+        block = ledger.format_event(event)
+        if not path.exists():
+            block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
+        fsio.append_durable(path, block.encode())
+        self.facts.apply(event)
+        self._changed(event.memory)
+
+    def note_path(self, record: NoteRecord) -> Path:
+        return self.root / _NOTE_ROOTS[record.state] / record.rel
+
+    def save_note(self, note: Note, rel: Path) -> NoteRecord:
+        record = NoteRecord(note, rel, State.LIVE)
+        fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode())
+        self.notes[note.id] = record
+        self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
+        self._changed(note.id)
+        return record
+
+    def move_note(self, note_id: str, state: State) -> NoteRecord:
+        record = self.notes[note_id]
+        moved = NoteRecord(record.note, record.rel, state)
+        fsio.move_durable(self.note_path(record), self.note_path(moved))
+        self.notes[note_id] = moved
+        key = content_key(record.note.scope, record.note.body)
+        if state is State.LIVE:
+            self.note_by_content.setdefault(key, note_id)
+        elif self.note_by_content.get(key) == note_id:
+            del self.note_by_content[key]
+        self._changed(note_id)
+        return moved
+
+    def log_file(self, day: date, state: State) -> Path:
+        return self.root / _LOG_ROOTS[state] / day_path(day)
+
+    def append_log(self, entry: LogEntry, day: date, state: State = State.LIVE) -> LogRecord:
+        path = self.log_file(day, state)
+        text = daylog.format_entry(entry)
+        if not path.exists():
+            text = daylog.day_title(day) + text
+        fsio.append_durable(path, text.encode())
+        record = LogRecord(entry, day, state)
+        self.logs[entry.id] = record
+        self._changed(entry.id)
+        return record
+
+    def move_log(self, entry_id: str, state: State) -> LogRecord:
+        """Copy the entry into the other state's day file, then take it out of this one."""
+        record = self.logs[entry_id]
+        source = self.log_file(record.day, record.state)
+        self.append_log(record.entry, record.day, state)
+        fsio.write_atomic(source, daylog.remove_entry(self._read(source), entry_id).encode())
+        return self.logs[entry_id]
+
+    def remembered_at(self) -> datetime | None:
+        """The newest time anything in the store was written (for status)."""
+        times = [r.entry.time for r in self.logs.values()]
+        times += [r.note.created for r in self.notes.values() if r.note.created is not None]
+        times += [v.valid_from for rec in self.facts.records.values() for v in rec.values]
+        return max(times, default=None)
