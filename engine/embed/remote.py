@@ -7,14 +7,17 @@ over its Unix socket with httpx. Vectors travel as raw little-endian float32. ``
 
 from __future__ import annotations
 
+import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
 
+import httpcore
 import httpx
 import numpy as np
+from httpcore._backends.sync import SyncStream
 
 from engine.embed.base import DEFAULT_LIMIT_S, Matrix, ProviderName, ProviderStatus, Vector, probe_embedder
 from engine.embed.errors import (
@@ -33,6 +36,36 @@ H_COUNT: Final = "x-embed-count"
 Kind = Literal["document", "query"]
 
 
+class _ClosingUDSBackend(httpcore.SyncBackend):
+    """httpcore 1.0's backend leaves the socket open when ``connect()`` fails (one ResourceWarning
+    per failed attempt, e.g. while the service is down); this one closes it."""
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            sock.settimeout(timeout)
+            sock.connect(path)
+        except TimeoutError as exc:
+            sock.close()
+            raise httpcore.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            sock.close()
+            raise httpcore.ConnectError(str(exc)) from exc
+        return SyncStream(sock)
+
+
+class UDSTransport(httpx.HTTPTransport):
+    """``httpx.HTTPTransport(uds=path)`` that closes its socket when a connection attempt fails."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(uds=path)
+        self._pool = httpcore.ConnectionPool(uds=path, network_backend=_ClosingUDSBackend())
+
+
 class RemoteEmbedder:
     """An :class:`~engine.embed.base.Embedder` that asks the host embedder service on ``socket_path``."""
 
@@ -48,7 +81,7 @@ class RemoteEmbedder:
         self.timeout_s = timeout_s
         self.max_texts = max_texts
         self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            transport=UDSTransport(str(self.socket_path)),
             base_url="http://embedder",
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
         )
@@ -66,6 +99,13 @@ class RemoteEmbedder:
     @property
     def dim(self) -> int:
         return self._ident()[1]
+
+    def healthy(self) -> bool:
+        """Whether the service answers ``GET /healthz`` (it is up and its model is loaded)."""
+        try:
+            return self._http.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
 
     def service_status(self) -> ProviderStatus:
         """The service's own provider status (it probes its model); raises if it cannot be asked."""

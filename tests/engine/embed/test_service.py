@@ -1,0 +1,155 @@
+"""The host embedder service as a real subprocess on a Unix socket, and its app in process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from engine.embed.errors import ProviderNotAvailable
+from engine.embed.local import DIM, MODEL_ID, LocalEmbedder
+from engine.embed.off import OffEmbedder
+from engine.embed.remote import RemoteEmbedder, UDSTransport
+from engine.embed.service import ServiceAlreadyRunning, bind_socket, create_app
+
+REPO = Path(__file__).resolve().parents[3]
+TEXTS = ["The staging database moved to Frankfurt.", "Ship the release notes on Monday.", ""]
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory with a short path: a Unix socket path must stay under 108 bytes."""
+    with tempfile.TemporaryDirectory(prefix="alm-", dir="/tmp") as d:
+        yield Path(d)
+
+
+def _wait_healthy(sock: Path, proc: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
+    """Poll ``GET /healthz`` until it answers 200, the process dies, or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    with RemoteEmbedder(sock, timeout_s=1) as remote:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"the service exited with {proc.returncode}"
+            if remote.healthy():
+                return
+            time.sleep(0.05)  # poll interval of a bounded wait, not a fixed sleep
+    raise AssertionError(f"the service did not answer /healthz within {deadline_s} s")
+
+
+@pytest.fixture
+def service(short_dir: Path) -> Iterator[Path]:
+    sock = short_dir / "embed.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.embed", "--socket", str(sock), "--threads", "1"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_healthy(sock, proc)
+        yield sock
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        assert proc.returncode == 0, err.decode()
+        assert not sock.exists(), "the service left its socket file behind"
+
+
+@pytest.mark.req("embed:local")
+@pytest.mark.req("embed:model-id")
+def test_remote_vectors_equal_the_in_process_model(service: Path) -> None:
+    assert stat.S_IMODE(os.stat(service).st_mode) == 0o600
+    local = LocalEmbedder(threads=1)
+    with RemoteEmbedder(service, timeout_s=20) as remote:
+        assert (remote.provider, remote.model_id, remote.dim) == ("remote", MODEL_ID, DIM)
+        docs = remote.embed_documents(TEXTS)
+        query = remote.embed_query("where is the staging database?")
+        status = remote.probe()
+    assert docs.dtype == np.float32 and docs.shape == (3, DIM)
+    assert np.allclose(docs, local.embed_documents(TEXTS), atol=1e-5)
+    assert np.allclose(query, local.embed_query("where is the staging database?"), atol=1e-5)
+    assert status.state == "ready" and status.provider == "remote" and status.model_id == MODEL_ID
+    assert any("offline" in n.lower() for n in status.notes)
+
+
+@pytest.mark.req("embed:local")
+def test_json_protocol_and_status(service: Path) -> None:
+    with httpx.Client(transport=UDSTransport(str(service)), base_url="http://e", timeout=20) as c:
+        body = c.post("/embed", json={"texts": TEXTS[:2], "kind": "document"}).json()
+        status = c.get("/status").json()
+        bad = c.post("/embed", json={"texts": "not a list"})
+    assert body["model"] == MODEL_ID and body["dim"] == DIM
+    vectors = np.asarray(body["vectors"], dtype=np.float32)
+    assert np.allclose(vectors, LocalEmbedder(threads=1).embed_documents(TEXTS[:2]), atol=1e-5)
+    assert status["state"] == "ready" and status["provider"] == "local" and status["dim"] == DIM
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_second_service_on_the_same_socket_exits_3(service: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "engine.embed", "--socket", str(service)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3 and "already listens" in result.stderr
+
+
+@pytest.mark.req("embed:states")
+def test_no_service_is_not_available(short_dir: Path) -> None:
+    with RemoteEmbedder(short_dir / "absent.sock", timeout_s=2) as remote:
+        status = remote.probe()
+        assert status.state == "not_available" and status.provider == "remote"
+        assert "python -m engine.embed --socket" in status.detail
+        with pytest.raises(ProviderNotAvailable):
+            remote.embed_query("x")
+
+
+def test_a_stale_socket_file_is_replaced(short_dir: Path) -> None:
+    path = short_dir / "stale.sock"
+    bind_socket(path).close()  # bound, then abandoned: the file stays, nobody listens
+    assert path.exists()
+    sock = bind_socket(path)
+    try:
+        with pytest.raises(ServiceAlreadyRunning):
+            bind_socket(path)
+    finally:
+        sock.close()
+
+
+def test_app_validates_requests() -> None:
+    with TestClient(create_app(OffEmbedder())) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.post("/embed", content=b"{").status_code == 400
+        assert client.post("/embed", json={"texts": ["a"], "kind": "poem"}).status_code == 400
+        assert client.post("/embed", json={"texts": ["a"] * 5000}).status_code == 400
+        ok = client.post("/embed", json={"texts": ["a", "b"], "kind": "query"}).json()
+        assert ok == {"model": "off", "dim": 0, "vectors": [[], []]}
+
+
+@pytest.mark.req("embed:states")
+def test_app_reports_a_broken_model_as_503(tmp_path: Path) -> None:
+    broken = LocalEmbedder(model_path=tmp_path / "missing.onnx")
+    with TestClient(create_app(broken)) as client:
+        response = client.post("/embed", json={"texts": ["a"]})
+        status = client.get("/status").json()
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "embed_not_available"
+    assert status["state"] == "not_available"
