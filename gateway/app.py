@@ -1,0 +1,170 @@
+"""The composition root: :func:`create_app` builds the whole gateway from one :class:`Settings`.
+
+Nothing below this module reads the environment or a config file; everything it needs is passed in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway import headers as hdr
+from gateway import layout, policy, procs
+from gateway.embedder import EmbedderService
+from gateway.errors import GatewayError, NotFound, render
+from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.proxy import RESOURCE_METADATA_PATH, McpProxy
+from gateway.ratelimit import RateLimiter
+from gateway.settings import Settings
+from gateway.store import ControlPlane
+from gateway.supervisor import Supervisor, SupervisorConfig
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything the app is made of, for the routes (and for tests to look at)."""
+
+    settings: Settings
+    store: ControlPlane
+    metrics: Metrics
+    supervisor: Supervisor
+    embedder: EmbedderService | None
+    origin_policy: hdr.OriginPolicy
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build(settings: Settings) -> Components:
+    data_dir = settings.data_dir.resolve()
+    run_dir = layout.runtime_dir(data_dir, settings.runtime_dir)
+    restart = policy.RestartPolicy(
+        backoff_initial=settings.restart_backoff_initial,
+        backoff_max=settings.restart_backoff_max,
+        crash_loop_threshold=settings.crash_loop_threshold,
+        crash_loop_window=settings.crash_loop_window,
+    )
+    embedder: EmbedderService | None = None
+    if settings.embedder:
+        socket = layout.socket_path(run_dir, "embedder")
+        command = settings.embedder_command or (sys.executable, "-m", "engine.embed")
+        spec = procs.Spec((*command, "--socket", str(socket)), socket, layout.log_file(data_dir, "embedder"))
+        embedder = EmbedderService(spec, start_timeout=settings.embedder_start_timeout, restart=restart)
+    metrics = Metrics()
+    supervisor = Supervisor(
+        SupervisorConfig(
+            engine_command=settings.engine_command or (sys.executable, "-m", "engine"),
+            data_dir=data_dir,
+            run_dir=run_dir,
+            idle_timeout=settings.engine_idle_timeout,
+            start_timeout=settings.engine_start_timeout,
+            stop_timeout=settings.engine_stop_timeout,
+            max_engines=settings.max_engines,
+            max_connections=settings.engine_max_connections,
+            retry_after=settings.retry_after,
+            restart=restart,
+            embedder_socket=embedder.spec.socket if embedder else None,
+            engine_settings_file=settings.engine_settings_file,
+        ),
+        metrics,
+    )
+    origin_policy = hdr.OriginPolicy(
+        public_url=settings.public_url,
+        origins=frozenset(settings.allowed_origins),
+        hosts=frozenset(h.lower() for h in settings.allowed_hosts),
+        loopback=is_loopback(settings.host),
+    )
+    store = ControlPlane.open(layout.control_db(data_dir))
+    return Components(settings, store, metrics, supervisor, embedder, origin_policy)
+
+
+def create_app(settings: Settings) -> Starlette:
+    parts = build(settings)
+    proxy = McpProxy(
+        store=parts.store,
+        supervisor=parts.supervisor,
+        origin_policy=parts.origin_policy,
+        limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+        metrics=parts.metrics,
+        max_body_bytes=settings.max_body_bytes,
+        retry_after=settings.retry_after,
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        checks: dict[str, str] = {}
+        try:
+            parts.store.ping()
+            checks["control_plane"] = "ok"
+        except Exception as exc:  # any database failure means not ready
+            checks["control_plane"] = f"failed: {exc}"
+        if parts.embedder is not None:
+            checks["embedder"] = parts.embedder.status
+        ready = checks["control_plane"] == "ok"
+        body = {
+            "status": "ready" if ready else "not_ready",
+            "checks": checks,
+            "engines_running": len(parts.supervisor.running()),
+        }
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(parts.metrics.render(), media_type=CONTENT_TYPE)
+
+    async def protected_resource(request: Request) -> Response:
+        base = hdr.base_url(parts.origin_policy, request.url.scheme, request.headers.get("host"))
+        return JSONResponse(
+            {
+                "resource": base + "/mcp",
+                "bearer_methods_supported": ["header"],
+                "scopes_supported": ["memory"],
+                "resource_name": "Almanac",
+            }
+        )
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        error = exc if isinstance(exc, GatewayError) else NotFound(f"nothing at {request.url.path}")
+        status, headers, body = render(error)
+        return Response(body, status_code=status, headers=headers)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            if parts.embedder is not None:
+                tg.start_soon(parts.embedder.run)
+            async with parts.supervisor:
+                yield
+            tg.cancel_scope.cancel()
+        parts.store.close()
+
+    app = Starlette(
+        routes=[
+            Route("/mcp", proxy, methods=None),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/metrics", metrics),
+            Route(RESOURCE_METADATA_PATH, protected_resource),
+            Route("/.well-known/oauth-protected-resource", protected_resource),
+        ],
+        exception_handlers={GatewayError: on_error, 404: on_error},
+        lifespan=lifespan,
+    )
+    app.state.components = parts
+    return app

@@ -1,0 +1,196 @@
+"""Every error the gateway raises, in one tree.
+
+Each class carries a stable ``code`` (clients and tests match on it, never on the message) and the
+HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSON envelope
+``{"error": {"code": …, "message": …}}`` plus its headers; the proxy and every Starlette route use it.
+
+    GatewayError                      500 internal_error
+    ├── ConfigError                   500 config_invalid       (bad setting; the CLI exits 2)
+    ├── BadRequest                    400 bad_request
+    │   ├── InvalidScope              400 invalid_scope
+    │   ├── InvalidEmail              400 invalid_email
+    │   └── InvalidName               400 invalid_name
+    ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
+    ├── Forbidden                     403 forbidden
+    │   ├── OriginNotAllowed          403 origin_not_allowed
+    │   └── HostNotAllowed            403 host_not_allowed
+    ├── NotFound                      404 not_found
+    │   ├── OwnerNotFound             404 owner_not_found
+    │   ├── WorkspaceNotFound         404 workspace_not_found
+    │   ├── TokenNotFound             404 token_not_found
+    │   └── SessionNotFound           404 session_not_found
+    ├── MethodNotAllowed              405 method_not_allowed   (+ Allow)
+    ├── AlreadyExists                 409 already_exists
+    ├── PayloadTooLarge               413 payload_too_large
+    ├── RateLimited                   429 rate_limited         (+ Retry-After)
+    └── WorkspaceUnavailable          503 workspace_unavailable (+ Retry-After; nothing was forwarded)
+        ├── EngineStartFailed         503 engine_start_failed
+        ├── EngineStartTimeout        503 engine_start_timeout
+        ├── EngineCapacity            503 engine_capacity
+        ├── EngineCrashLoop           503 engine_crash_loop
+        └── EngineUnreachable         503 engine_unreachable
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import ClassVar
+
+
+class GatewayError(Exception):
+    """Root of the tree. ``message`` says what went wrong and how to fix it."""
+
+    code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def headers(self) -> dict[str, str]:
+        """Extra response headers this error needs (``Retry-After``, ``WWW-Authenticate``, ``Allow``)."""
+        return {}
+
+
+class ConfigError(GatewayError):
+    code = "config_invalid"
+
+
+class BadRequest(GatewayError):
+    code = "bad_request"
+    status = 400
+
+
+class InvalidScope(BadRequest):
+    code = "invalid_scope"
+
+
+class InvalidEmail(BadRequest):
+    code = "invalid_email"
+
+
+class InvalidName(BadRequest):
+    code = "invalid_name"
+
+
+class Unauthorized(GatewayError):
+    code = "invalid_token"
+    status = 401
+
+    def __init__(self, message: str, *, resource_metadata: str = "", error: str | None = None) -> None:
+        super().__init__(message)
+        self.resource_metadata = resource_metadata
+        self.error = error
+
+    def headers(self) -> dict[str, str]:
+        parts = []
+        if self.error:
+            parts.append(f'error="{self.error}"')
+        if self.resource_metadata:
+            parts.append(f'resource_metadata="{self.resource_metadata}"')
+        return {"WWW-Authenticate": "Bearer " + ", ".join(parts) if parts else "Bearer"}
+
+
+class Forbidden(GatewayError):
+    code = "forbidden"
+    status = 403
+
+
+class OriginNotAllowed(Forbidden):
+    code = "origin_not_allowed"
+
+
+class HostNotAllowed(Forbidden):
+    code = "host_not_allowed"
+
+
+class NotFound(GatewayError):
+    code = "not_found"
+    status = 404
+
+
+class OwnerNotFound(NotFound):
+    code = "owner_not_found"
+
+
+class WorkspaceNotFound(NotFound):
+    code = "workspace_not_found"
+
+
+class TokenNotFound(NotFound):
+    code = "token_not_found"
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+
+
+class MethodNotAllowed(GatewayError):
+    code = "method_not_allowed"
+    status = 405
+
+    def __init__(self, message: str, *, allow: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+    def headers(self) -> dict[str, str]:
+        return {"Allow": ", ".join(self.allow)}
+
+
+class AlreadyExists(GatewayError):
+    code = "already_exists"
+    status = 409
+
+
+class PayloadTooLarge(GatewayError):
+    code = "payload_too_large"
+    status = 413
+
+
+class _RetryLater(GatewayError):
+    """An error that tells the client when to try again (``Retry-After``, whole seconds, ≥ 1)."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+class RateLimited(_RetryLater):
+    code = "rate_limited"
+    status = 429
+
+
+class WorkspaceUnavailable(_RetryLater):
+    code = "workspace_unavailable"
+    status = 503
+
+
+class EngineStartFailed(WorkspaceUnavailable):
+    code = "engine_start_failed"
+
+
+class EngineStartTimeout(WorkspaceUnavailable):
+    code = "engine_start_timeout"
+
+
+class EngineCapacity(WorkspaceUnavailable):
+    code = "engine_capacity"
+
+
+class EngineCrashLoop(WorkspaceUnavailable):
+    code = "engine_crash_loop"
+
+
+class EngineUnreachable(WorkspaceUnavailable):
+    code = "engine_unreachable"
+
+
+def render(exc: GatewayError) -> tuple[int, dict[str, str], bytes]:
+    """The one rendering of an error: status, headers (content type included) and JSON body."""
+    body = json.dumps({"error": {"code": exc.code, "message": exc.message}}).encode("utf-8")
+    headers = {"Content-Type": "application/json", **exc.headers()}
+    return exc.status, headers, body

@@ -1,0 +1,297 @@
+"""``/mcp``: authenticate, then stream to the workspace's engine over its Unix socket (``gw:route``).
+
+A pure ASGI app (no ``BaseHTTPMiddleware``: it would buffer SSE). In order: method, ``Host``,
+``Origin``, bearer token, rate limit, body cap; only then is an engine leased (started if need be)
+and the request forwarded. Responses stream back chunk by chunk with no read timeout; a client
+that goes away, before or after the response headers, cancels the upstream request.
+
+GET and DELETE never wake a sleeping engine: its sessions ended when it stopped, so they get 404
+(the client then starts a new session with a POST). A session is honoured only for the connection
+that opened it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from gateway import headers as hdr
+from gateway import logs
+from gateway.errors import (
+    EngineUnreachable,
+    GatewayError,
+    HostNotAllowed,
+    MethodNotAllowed,
+    OriginNotAllowed,
+    PayloadTooLarge,
+    RateLimited,
+    SessionNotFound,
+    Unauthorized,
+    WorkspaceUnavailable,
+    render,
+)
+from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
+from gateway.store import ControlPlane, Principal
+from gateway.supervisor import Lease, Supervisor
+from gateway.tokens import parse_bearer
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+METHODS = ("POST", "GET", "DELETE")
+RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
+_TOUCH_EVERY = 60.0
+_MAX_SESSIONS = 10_000
+
+
+class _ClientGone(Exception):
+    """The client went away before we answered."""
+
+
+@dataclass
+class _Exchange:
+    """What one request has done so far (for metrics and error handling)."""
+
+    status: int = 0
+    started: bool = False
+
+
+async def send_error(send: Send, exc: GatewayError) -> None:
+    status, headers, body = render(exc)
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    raw.append((b"content-length", str(len(body)).encode("ascii")))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpProxy:
+    def __init__(
+        self,
+        *,
+        store: ControlPlane,
+        supervisor: Supervisor,
+        origin_policy: hdr.OriginPolicy,
+        limiter: RateLimiter,
+        metrics: Metrics,
+        max_body_bytes: int,
+        retry_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.supervisor = supervisor
+        self.origin_policy = origin_policy
+        self.limiter = limiter
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+        self.retry_after = retry_after
+        self.clock = clock
+        self._touched: dict[str, float] = {}
+        self._log = logs.get()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # pragma: no cover - mounted for HTTP only
+            return
+        began, method = self.clock(), str(scope["method"])
+        exchange = _Exchange()
+
+        async def tracked_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                exchange.status, exchange.started = int(message["status"]), True
+                self.metrics.latency.labels(method).observe(self.clock() - began)
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, tracked_send)
+        except _ClientGone:
+            pass
+        except GatewayError as exc:
+            self._count_refusal(exc)
+            if exchange.started:
+                raise
+            await send_error(tracked_send, exc)
+        finally:
+            self.metrics.requests.labels(method, str(exchange.status or 499)).inc()
+
+    def _count_refusal(self, exc: GatewayError) -> None:
+        if isinstance(exc, WorkspaceUnavailable):
+            self.metrics.unavailable.labels(exc.code).inc()
+        elif isinstance(exc, RateLimited):
+            self.metrics.rate_limited.inc()
+        elif exc.status in (401, 403):
+            self.metrics.auth_failures.labels(exc.code).inc()
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, raw_headers = str(scope["method"]), list(scope["headers"])
+        remote = scope["client"][0] if scope.get("client") else None
+        if method not in METHODS:
+            raise MethodNotAllowed(f"/mcp accepts {', '.join(METHODS)}", allow=METHODS)
+        host = hdr.get(raw_headers, b"host")
+        if not hdr.host_allowed(self.origin_policy, host):
+            raise HostNotAllowed(f"host {host!r} is not served here")
+        base = hdr.base_url(self.origin_policy, str(scope.get("scheme", "http")), host)
+        origin = hdr.get(raw_headers, b"origin")
+        if not hdr.origin_allowed(self.origin_policy, origin, base):
+            self.store.audit("origin.denied", remote=remote, detail={"origin": origin})
+            raise OriginNotAllowed(f"origin {origin!r} may not call this server")
+        principal = self._authenticate(raw_headers, base, remote)
+        decision = self.limiter.check(principal.connection_id, self.clock())
+        if not decision.allowed:
+            raise RateLimited(
+                "too many requests on this connection; slow down", retry_after=decision.retry_after
+            )
+        body = await self._read_body(raw_headers, receive) if method == "POST" else b""
+        self._touch(principal.connection_id)
+
+        session_id = hdr.get(raw_headers, b"mcp-session-id")
+        workspace_id = principal.workspace_id
+        if method != "POST" and not self.supervisor.is_running(workspace_id):
+            if session_id is None:
+                raise MethodNotAllowed("no stream to offer: start with a POST", allow=("POST",))
+            raise SessionNotFound("this session has ended (the workspace went idle); start a new one")
+        async with self.supervisor.lease(workspace_id, counts_as_use=method != "GET") as lease:
+            owner = lease.slot.sessions.get(session_id) if session_id else None
+            if owner is not None and owner != principal.connection_id:
+                raise SessionNotFound("no such session for this connection; start a new one")
+            upstream_headers = hdr.upstream_request(raw_headers, principal)
+            await self._forward(lease, method, upstream_headers, body, principal, session_id, receive, send)
+
+    def _authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
+        metadata = base + RESOURCE_METADATA_PATH
+        token = parse_bearer(hdr.get(raw_headers, b"authorization"))
+        if token is None:
+            raise Unauthorized(
+                "a bearer token is required: create one with `almanac token create`",
+                resource_metadata=metadata,
+            )
+        principal = self.store.authenticate(token)
+        if principal is None:
+            self.store.audit(
+                "auth.denied",
+                remote=remote,
+                detail={"reason": "unknown, expired or revoked token", "prefix": token[:16]},
+            )
+            raise Unauthorized(
+                "the bearer token is unknown, expired or revoked",
+                resource_metadata=metadata,
+                error="invalid_token",
+            )
+        return principal
+
+    async def _read_body(self, raw_headers: hdr.RawHeaders, receive: Receive) -> bytes:
+        declared = hdr.get(raw_headers, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = bytes(message.get("body", b""))
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _touch(self, connection_id: str) -> None:
+        now = self.clock()
+        if now - self._touched.get(connection_id, float("-inf")) >= _TOUCH_EVERY:
+            self._touched[connection_id] = now
+            self.store.touch(connection_id)
+
+    async def _forward(
+        self,
+        lease: Lease,
+        method: str,
+        upstream_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        session_id: str | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        request = lease.client.build_request(method, "/mcp", headers=upstream_headers, content=body or None)
+        async with anyio.create_task_group() as tg:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch_disconnect)
+            try:
+                await self._relay(lease, request, method, principal, session_id, send)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _relay(
+        self,
+        lease: Lease,
+        request: httpx.Request,
+        method: str,
+        principal: Principal,
+        session_id: str | None,
+        send: Send,
+    ) -> None:
+        try:
+            upstream = await lease.client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            logs.event(
+                self._log,
+                logging.WARNING,
+                "engine.unreachable",
+                workspace=principal.workspace_id,
+                error=repr(exc),
+            )
+            raise EngineUnreachable(
+                "the workspace's engine went away; try again", retry_after=self.retry_after
+            ) from exc
+        try:
+            self._track_session(lease, method, upstream, principal, session_id)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": upstream.status_code,
+                    "headers": hdr.downstream_response(upstream.headers.raw),
+                }
+            )
+            try:
+                async for chunk in upstream.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.TransportError as exc:
+                logs.event(
+                    self._log,
+                    logging.WARNING,
+                    "engine.stream_broken",
+                    workspace=principal.workspace_id,
+                    error=repr(exc),
+                )
+            except OSError:  # the client went away mid-stream
+                return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+
+    @staticmethod
+    def _track_session(
+        lease: Lease, method: str, upstream: httpx.Response, principal: Principal, session_id: str | None
+    ) -> None:
+        sessions = lease.slot.sessions
+        new_id = upstream.headers.get("mcp-session-id")
+        if new_id and session_id is None and upstream.is_success:
+            sessions[new_id] = principal.connection_id
+            while len(sessions) > _MAX_SESSIONS:
+                del sessions[next(iter(sessions))]
+        if method == "DELETE" and session_id and upstream.is_success:
+            sessions.pop(session_id, None)

@@ -1,0 +1,189 @@
+"""The gateway's one frozen settings object, and how it is built (``run:config``).
+
+Sources, lowest first: built-in defaults, a TOML config file, ``ALMANAC_``-prefixed environment
+variables, then explicit overrides (CLI flags). :func:`load_settings` is pure over the mappings it is
+given; only the composition root (``gateway.cli``) hands it ``os.environ`` and reads the file, once.
+Every field is documented in ``docs/configuration.md`` (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+from gateway.errors import ConfigError
+
+ENV_PREFIX = "ALMANAC_"
+CONFIG_ENV = "ALMANAC_CONFIG"
+DEFAULT_CONFIG_NAME = "almanac.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where things live
+    data_dir: Path = Path("data")
+    runtime_dir: Path | None = None
+    # the HTTP server
+    host: str = "127.0.0.1"
+    port: int = field(default=8080, metadata={"min": 0, "max": 65535})
+    public_url: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = field(default=4 * 1024 * 1024, metadata={"min": 1024})
+    rate_limit_per_second: float = field(default=20.0, metadata={"min": 0.01})
+    rate_limit_burst: int = field(default=60, metadata={"min": 1})
+    # engines
+    engine_command: tuple[str, ...] = ()
+    engine_settings_file: Path | None = None
+    engine_idle_timeout: float = field(default=600.0, metadata={"min": 0.05})
+    engine_start_timeout: float = field(default=10.0, metadata={"min": 0.0})
+    engine_stop_timeout: float = field(default=10.0, metadata={"min": 0.1})
+    engine_max_connections: int = field(default=100, metadata={"min": 1})
+    max_engines: int = field(default=50, metadata={"min": 1})
+    restart_backoff_initial: float = field(default=0.5, metadata={"min": 0.0})
+    restart_backoff_max: float = field(default=30.0, metadata={"min": 0.0})
+    crash_loop_threshold: int = field(default=5, metadata={"min": 1})
+    crash_loop_window: float = field(default=60.0, metadata={"min": 1.0})
+    retry_after: float = field(default=5.0, metadata={"min": 1.0})
+    # the shared embedder service
+    embedder: bool = True
+    embedder_command: tuple[str, ...] = ()
+    embedder_start_timeout: float = field(default=60.0, metadata={"min": 0.1})
+    # logs
+    log_level: str = field(default="info", metadata={"choices": ("debug", "info", "warning", "error")})
+    log_format: str = field(default="json", metadata={"choices": ("json", "text")})
+
+    def __post_init__(self) -> None:
+        if self.public_url is not None and not self.public_url.startswith(("http://", "https://")):
+            raise ConfigError(f"public_url must start with http:// or https://, got {self.public_url!r}")
+        if self.restart_backoff_max < self.restart_backoff_initial:
+            raise ConfigError("restart_backoff_max must be at least restart_backoff_initial")
+
+
+def setting_names() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(Settings))
+
+
+_HINTS: dict[str, Any] = get_type_hints(Settings)
+
+
+def _base_type(hint: Any) -> tuple[Any, bool]:
+    """(the non-None type, whether None is allowed) for a field's annotation."""
+    if get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+def _coerce(name: str, raw: object) -> object:
+    """Turn a raw value (a string from the environment, or a TOML value) into the field's type."""
+    hint, nullable = _base_type(_HINTS[name])
+    if nullable and (raw is None or raw == ""):
+        return None
+    try:
+        if hint is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"expected true or false, got {raw!r}")
+        if hint is int:
+            if isinstance(raw, (bool, float)):
+                raise ValueError(f"expected a whole number, got {raw!r}")
+            return int(str(raw).strip())
+        if hint is float:
+            if isinstance(raw, bool):
+                raise ValueError(f"expected a number, got {raw!r}")
+            return float(str(raw).strip()) if isinstance(raw, str) else float(raw)  # type: ignore[arg-type]
+        if hint is Path:
+            return Path(str(raw)).expanduser()
+        if get_origin(hint) is tuple:
+            if isinstance(raw, str):
+                return tuple(part.strip() for part in raw.split(",") if part.strip())
+            if isinstance(raw, list | tuple):
+                return tuple(str(part) for part in raw)
+            raise ValueError(f"expected a list, got {raw!r}")
+        if hint is str:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected text, got {raw!r}")
+            return raw
+    except ValueError as exc:
+        raise ConfigError(f"setting {name}: {exc}") from exc
+    raise ConfigError(f"setting {name}: unsupported type {hint!r}")  # pragma: no cover
+
+
+def _check(name: str, value: object) -> None:
+    meta = next(f.metadata for f in dataclasses.fields(Settings) if f.name == name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "min" in meta and value < meta["min"]:
+            raise ConfigError(f"setting {name}: {value} is below the minimum {meta['min']}")
+        if "max" in meta and value > meta["max"]:
+            raise ConfigError(f"setting {name}: {value} is above the maximum {meta['max']}")
+    if "choices" in meta and value not in meta["choices"]:
+        raise ConfigError(f"setting {name}: {value!r} is not one of {', '.join(meta['choices'])}")
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, object]:
+    """A config file's settings; unknown keys are refused (they are almost always typos)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    section = data.get("almanac", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{source}: [almanac] must be a table")
+    unknown = sorted(set(section) - set(setting_names()))
+    if unknown:
+        raise ConfigError(f"{source}: unknown settings {', '.join(unknown)}; see docs/configuration.md")
+    return dict(section)
+
+
+def from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The settings named by ``ALMANAC_<NAME>`` variables (other ``ALMANAC_`` variables are ignored)."""
+    names = set(setting_names())
+    found: dict[str, str] = {}
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX):
+            name = key[len(ENV_PREFIX) :].lower()
+            if name in names:
+                found[name] = value
+    return found
+
+
+def load_settings(
+    *,
+    file_values: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Settings:
+    """Layer defaults < file < environment < overrides into one validated :class:`Settings`."""
+    merged: dict[str, object] = {}
+    for layer in (file_values or {}, from_env(env or {})):
+        for name, raw in layer.items():
+            merged[name] = _coerce(name, raw)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            merged[name] = _coerce(name, value) if isinstance(value, str) else value
+    for name, value in merged.items():
+        _check(name, value)
+    return Settings(**merged)  # type: ignore[arg-type]
+
+
+def config_file_path(explicit: Path | None, env: Mapping[str, str], data_dir: Path | None) -> Path | None:
+    """Which config file to read: ``--config``, else ``$ALMANAC_CONFIG``, else ``<data_dir>/almanac.toml``
+    when it exists. An explicitly named file must exist."""
+    if explicit is not None:
+        return explicit
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    if data_dir is not None and (data_dir / DEFAULT_CONFIG_NAME).is_file():
+        return data_dir / DEFAULT_CONFIG_NAME
+    return None

@@ -1,0 +1,351 @@
+"""The control plane: owners, workspaces, connections, tokens and audit events in SQLite (apsw).
+
+A thin shell: every method is one short transaction. The schema comes from ``migrations/``
+(applied on open). Workspaces are addressed on disk by their opaque id, never by their name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import apsw
+
+from gateway import tokens
+from gateway.errors import AlreadyExists, OwnerNotFound, TokenNotFound, WorkspaceNotFound
+from gateway.migrate import load_migrations, migrate
+
+DEFAULT_WORKSPACE = "default"
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Owner:
+    id: str
+    email: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    owner_id: str
+    name: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Connection:
+    id: str
+    owner_id: str
+    workspace_id: str
+    workspace_name: str
+    name: str
+    kind: str
+    read_only: bool
+    scope: str | None
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+    token_prefix: str | None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a bearer token speaks for: the routing key and the identity sent to the engine."""
+
+    owner_id: str
+    workspace_id: str
+    connection_id: str
+    connection_name: str
+    read_only: bool
+    scope: str | None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: int
+    at: str
+    kind: str
+    owner_id: str | None
+    workspace_id: str | None
+    connection_id: str | None
+    remote: str | None
+    detail: dict[str, object]
+
+
+_CONNECTION_SELECT = """
+SELECT c.id, c.owner_id, c.workspace_id, w.name, c.name, c.kind, c.read_only, c.scope, c.created_at,
+       c.last_used_at, c.revoked_at,
+       (SELECT t.prefix FROM tokens t WHERE t.connection_id = c.id AND t.kind = 'pat' LIMIT 1)
+FROM connections c JOIN workspaces w ON w.id = c.workspace_id
+"""
+
+
+def _connection(row: tuple[object, ...]) -> Connection:
+    return Connection(
+        id=str(row[0]),
+        owner_id=str(row[1]),
+        workspace_id=str(row[2]),
+        workspace_name=str(row[3]),
+        name=str(row[4]),
+        kind=str(row[5]),
+        read_only=bool(row[6]),
+        scope=None if row[7] is None else str(row[7]),
+        created_at=str(row[8]),
+        last_used_at=None if row[9] is None else str(row[9]),
+        revoked_at=None if row[10] is None else str(row[10]),
+        token_prefix=None if row[11] is None else str(row[11]),
+    )
+
+
+class ControlPlane:
+    def __init__(self, conn: apsw.Connection) -> None:
+        self._conn = conn
+
+    @classmethod
+    def open(cls, path: Path) -> ControlPlane:
+        """Open (creating and migrating as needed) the database at ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = apsw.Connection(str(path))
+        conn.set_busy_timeout(5000)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn, load_migrations())
+        return cls(conn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def ping(self) -> None:
+        self._conn.execute("SELECT count(*) FROM schema_migrations").fetchone()
+
+    def _write(self, sql: str, params: tuple[object, ...] = ()) -> None:
+        with self._conn:
+            self._conn.execute(sql, params)
+
+    # -- owners and workspaces ---------------------------------------------------------------
+
+    def create_owner(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]:
+        """A new owner with their ``default`` workspace."""
+        email = tokens.validate_email(email)
+        now = utcnow()
+        owner = Owner(tokens.new_id("own"), email, now)
+        workspace = Workspace(tokens.new_id("ws"), owner.id, DEFAULT_WORKSPACE, now)
+        try:
+            with self._conn:
+                self._conn.execute(
+                    "INSERT INTO owners (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
+                    (owner.id, email, password_hash, now),
+                )
+                self._conn.execute(
+                    "INSERT INTO workspaces (id, owner_id, name, created_at) VALUES (?, ?, ?, ?)",
+                    (workspace.id, owner.id, workspace.name, now),
+                )
+                self._audit("owner.create", owner.id, workspace.id, None, None, {"email": email})
+        except apsw.ConstraintError as exc:
+            raise AlreadyExists(f"an owner with email {email!r} already exists") from exc
+        return owner, workspace
+
+    def owner_by_email(self, email: str) -> Owner:
+        row = self._conn.execute(
+            "SELECT id, email, created_at FROM owners WHERE email = ? AND disabled_at IS NULL",
+            (email.strip(),),
+        ).fetchone()
+        if row is None:
+            raise OwnerNotFound(f"no owner with email {email!r}; create one with `almanac owner create`")
+        return Owner(str(row[0]), str(row[1]), str(row[2]))
+
+    def password_hash(self, owner_id: str) -> str | None:
+        row = self._conn.execute("SELECT password_hash FROM owners WHERE id = ?", (owner_id,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def create_workspace(self, owner_id: str, name: str) -> Workspace:
+        name = tokens.validate_name(name, what="workspace")
+        workspace = Workspace(tokens.new_id("ws"), owner_id, name, utcnow())
+        try:
+            with self._conn:
+                self._conn.execute(
+                    "INSERT INTO workspaces (id, owner_id, name, created_at) VALUES (?, ?, ?, ?)",
+                    (workspace.id, owner_id, name, workspace.created_at),
+                )
+                self._audit("workspace.create", owner_id, workspace.id, None, None, {"name": name})
+        except apsw.ConstraintError as exc:
+            raise AlreadyExists(f"a workspace named {name!r} already exists for this owner") from exc
+        return workspace
+
+    def workspaces(self, owner_id: str) -> list[Workspace]:
+        rows = self._conn.execute(
+            "SELECT id, owner_id, name, created_at FROM workspaces WHERE owner_id = ? ORDER BY created_at",
+            (owner_id,),
+        )
+        return [Workspace(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def workspace_by_name(self, owner_id: str, name: str) -> Workspace:
+        for workspace in self.workspaces(owner_id):
+            if workspace.name == name:
+                return workspace
+        raise WorkspaceNotFound(
+            f"no workspace named {name!r}; create it with `almanac workspace create --owner EMAIL {name}`"
+        )
+
+    # -- connections and tokens --------------------------------------------------------------
+
+    def create_pat(
+        self,
+        owner_id: str,
+        workspace_id: str,
+        name: str,
+        *,
+        read_only: bool = False,
+        scope: str | None = None,
+        remote: str | None = None,
+    ) -> tuple[Connection, str]:
+        """A personal access token: a ``pat`` connection plus its one token. The secret is returned
+        once, here, and never stored."""
+        name = tokens.validate_name(name, what="token")
+        if scope is not None:
+            scope = tokens.validate_scope(scope)
+        minted = tokens.mint("pat")
+        connection_id, now = tokens.new_id("con"), utcnow()
+        try:
+            with self._conn:
+                self._conn.execute(
+                    "INSERT INTO connections (id, owner_id, workspace_id, name, kind, read_only, scope, "
+                    "created_at) VALUES (?, ?, ?, ?, 'pat', ?, ?, ?)",
+                    (connection_id, owner_id, workspace_id, name, int(read_only), scope, now),
+                )
+                self._conn.execute(
+                    "INSERT INTO tokens (id, connection_id, kind, token_hash, prefix, created_at) "
+                    "VALUES (?, ?, 'pat', ?, ?, ?)",
+                    (tokens.new_id("tok"), connection_id, minted.token_hash, minted.prefix, now),
+                )
+                detail = {"name": name, "read_only": read_only, "scope": scope, "prefix": minted.prefix}
+                self._audit("token.create", owner_id, workspace_id, connection_id, remote, detail)
+        except apsw.ConstraintError as exc:
+            raise AlreadyExists(
+                f"a live token named {name!r} already exists; revoke it or pick another name"
+            ) from exc
+        return self.connection(connection_id), minted.secret
+
+    def connection(self, connection_id: str) -> Connection:
+        row = self._conn.execute(_CONNECTION_SELECT + " WHERE c.id = ?", (connection_id,)).fetchone()
+        if row is None:
+            raise TokenNotFound(f"no connection {connection_id!r}")
+        return _connection(row)
+
+    def connections(self, owner_id: str, *, include_revoked: bool = False) -> list[Connection]:
+        where = " WHERE c.owner_id = ?" + ("" if include_revoked else " AND c.revoked_at IS NULL")
+        rows = self._conn.execute(_CONNECTION_SELECT + where + " ORDER BY c.created_at", (owner_id,))
+        return [_connection(r) for r in rows]
+
+    def revoke(self, owner_id: str, id_or_name: str, *, remote: str | None = None) -> Connection:
+        """Revoke a live connection (by id or name) and every token it holds."""
+        match = [c for c in self.connections(owner_id) if id_or_name in (c.id, c.name)]
+        if not match:
+            raise TokenNotFound(f"no live token {id_or_name!r}; `almanac token list` shows them")
+        target, now = match[0], utcnow()
+        with self._conn:
+            self._conn.execute("UPDATE connections SET revoked_at = ? WHERE id = ?", (now, target.id))
+            self._conn.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE connection_id = ? AND revoked_at IS NULL",
+                (now, target.id),
+            )
+            self._audit(
+                "token.revoke", owner_id, target.workspace_id, target.id, remote, {"name": target.name}
+            )
+        return self.connection(target.id)
+
+    def authenticate(self, secret: str) -> Principal | None:
+        """The principal a bearer token speaks for, or None if it is unknown, expired or revoked."""
+        if not tokens.looks_like_token(secret):
+            return None
+        row = self._conn.execute(
+            """
+            SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope
+            FROM tokens t
+            JOIN connections c ON c.id = t.connection_id
+            JOIN owners o ON o.id = c.owner_id
+            WHERE t.token_hash = ? AND t.kind IN ('pat', 'access')
+              AND t.revoked_at IS NULL AND c.revoked_at IS NULL AND o.disabled_at IS NULL
+              AND (t.expires_at IS NULL OR t.expires_at > ?)
+            """,
+            (tokens.hash_token(secret), utcnow()),
+        ).fetchone()
+        if row is None:
+            return None
+        return Principal(
+            owner_id=str(row[0]),
+            workspace_id=str(row[1]),
+            connection_id=str(row[2]),
+            connection_name=str(row[3]),
+            read_only=bool(row[4]),
+            scope=None if row[5] is None else str(row[5]),
+        )
+
+    def touch(self, connection_id: str) -> None:
+        self._write("UPDATE connections SET last_used_at = ? WHERE id = ?", (utcnow(), connection_id))
+
+    # -- audit --------------------------------------------------------------------------------
+
+    def _audit(
+        self,
+        kind: str,
+        owner_id: str | None,
+        workspace_id: str | None,
+        connection_id: str | None,
+        remote: str | None,
+        detail: dict[str, object],
+    ) -> None:
+        self._conn.execute(
+            "INSERT INTO audit_events (at, kind, owner_id, workspace_id, connection_id, remote, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                utcnow(),
+                kind,
+                owner_id,
+                workspace_id,
+                connection_id,
+                remote,
+                json.dumps(detail, sort_keys=True),
+            ),
+        )
+
+    def audit(
+        self,
+        kind: str,
+        *,
+        owner_id: str | None = None,
+        workspace_id: str | None = None,
+        connection_id: str | None = None,
+        remote: str | None = None,
+        detail: dict[str, object] | None = None,
+    ) -> None:
+        with self._conn:
+            self._audit(kind, owner_id, workspace_id, connection_id, remote, detail or {})
+
+    def audit_events(self, *, owner_id: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        sql = "SELECT id, at, kind, owner_id, workspace_id, connection_id, remote, detail FROM audit_events"
+        params: tuple[object, ...] = ()
+        if owner_id is not None:
+            sql, params = sql + " WHERE owner_id = ?", (owner_id,)
+        rows = self._conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [
+            AuditEvent(
+                id=int(r[0]),
+                at=str(r[1]),
+                kind=str(r[2]),
+                owner_id=None if r[3] is None else str(r[3]),
+                workspace_id=None if r[4] is None else str(r[4]),
+                connection_id=None if r[5] is None else str(r[5]),
+                remote=None if r[6] is None else str(r[6]),
+                detail=json.loads(str(r[7])),
+            )
+            for r in rows
+        ]

@@ -1,0 +1,383 @@
+"""The engine supervisor (``gw:spawn``, ``gw:503``): one engine process per *active* workspace.
+
+A workspace's engine is started on first use and health-checked before anything is forwarded;
+stopped (SIGTERM) after ``engine_idle_timeout`` with nothing in flight; restarted with backoff when
+it exits unasked; and the host never runs more than ``max_engines`` (idle ones are stopped first to
+make room). When an engine cannot be had, :meth:`Supervisor.lease` raises a
+:class:`~gateway.errors.WorkspaceUnavailable` and the caller forwards nothing.
+
+Each workspace has a slot with a state machine, changed only on the event loop:
+
+    STOPPED ──start──▶ STARTING ──healthy──▶ RUNNING ──idle / cap / shutdown──▶ STOPPING ──▶ STOPPED
+                          │ fails / timeout                │ exits unasked (crash)
+                          ▼                                ▼
+                       STOPPED (failure recorded)       STOPPED (failure recorded, restart after backoff)
+
+Starting and stopping happen under the slot's lock, so concurrent first calls start it once.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+import httpx
+from anyio.abc import Process, TaskGroup
+
+from gateway import logs, policy, procs
+from gateway.errors import (
+    EngineCapacity,
+    EngineCrashLoop,
+    EngineStartFailed,
+    EngineStartTimeout,
+    WorkspaceUnavailable,
+)
+from gateway.metrics import Metrics
+
+EXIT_LOCKED = 3
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    engine_command: tuple[str, ...]
+    data_dir: Path
+    run_dir: Path
+    idle_timeout: float
+    start_timeout: float
+    stop_timeout: float
+    max_engines: int
+    max_connections: int
+    retry_after: float
+    restart: policy.RestartPolicy
+    embedder_socket: Path | None = None
+    engine_settings_file: Path | None = None
+
+
+class State(enum.Enum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+@dataclass(eq=False)
+class Slot:
+    workspace_id: str
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    state: State = State.STOPPED
+    proc: Process | None = None
+    client: httpx.AsyncClient | None = None
+    in_flight: int = 0
+    last_used: float = 0.0
+    failures: tuple[float, ...] = ()
+    generation: int = 0
+    streams: set[anyio.CancelScope] = field(default_factory=set)
+    sessions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A running engine, held for the length of one request."""
+
+    client: httpx.AsyncClient
+    slot: Slot
+
+
+def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> tuple[str, ...]:
+    argv = [*config.engine_command, "--socket", str(socket), "--dir", str(workspace_dir)]
+    if config.embedder_socket is not None:
+        argv += ["--embedder-socket", str(config.embedder_socket)]
+    if config.engine_settings_file is not None:
+        argv += ["--settings", str(config.engine_settings_file)]
+    return tuple(argv)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: SupervisorConfig,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self._clock = clock
+        self._slots: dict[str, Slot] = {}
+        self._tg: TaskGroup | None = None
+        self._log = logs.get()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Supervisor:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._reaper)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stop_all(reason="shutdown")
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(et, exc, tb)
+        self._tg = None
+
+    def slot(self, workspace_id: str) -> Slot:
+        found = self._slots.get(workspace_id)
+        if found is None:
+            found = self._slots[workspace_id] = Slot(workspace_id)
+        return found
+
+    def is_running(self, workspace_id: str) -> bool:
+        found = self._slots.get(workspace_id)
+        return found is not None and found.state is State.RUNNING
+
+    def running(self) -> list[Slot]:
+        return [s for s in self._slots.values() if s.state is State.RUNNING]
+
+    def views(self) -> list[policy.SlotView]:
+        return [
+            policy.SlotView(
+                s.workspace_id,
+                running=s.state in (State.STARTING, State.RUNNING),
+                in_flight=s.in_flight + (1 if s.state is State.STARTING else 0),
+                last_used=s.last_used,
+            )
+            for s in self._slots.values()
+        ]
+
+    # -- leasing an engine -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lease(self, workspace_id: str, *, counts_as_use: bool = True) -> AsyncIterator[Lease]:
+        """A running engine for ``workspace_id``, started if needed. A lease that ``counts_as_use``
+        keeps the engine from idling out while held; others (long-lived GET streams) do not, and
+        are cancelled when the engine stops."""
+        slot = self.slot(workspace_id)
+        if slot.state is not State.RUNNING:
+            await self._ensure_running(slot)
+        assert slot.client is not None
+        client = slot.client
+        slot.last_used = self._clock()
+        if counts_as_use:
+            slot.in_flight += 1
+            try:
+                yield Lease(client, slot)
+            finally:
+                slot.in_flight -= 1
+                slot.last_used = self._clock()
+        else:
+            with anyio.CancelScope() as scope:
+                slot.streams.add(scope)
+                try:
+                    yield Lease(client, slot)
+                finally:
+                    slot.streams.discard(scope)
+
+    async def _ensure_running(self, slot: Slot) -> None:
+        async with slot.lock:
+            if slot.state is State.RUNNING:
+                return
+            gate = policy.start_gate(self.config.restart, slot.failures, self._clock())
+            if gate.verdict == "crash_loop":
+                raise EngineCrashLoop(
+                    "this workspace's engine keeps failing; it will be tried again later",
+                    retry_after=gate.delay,
+                )
+            if gate.verdict == "wait":
+                if gate.delay > self.config.start_timeout:
+                    raise EngineStartFailed(
+                        "this workspace's engine failed recently and is backing off; try again later",
+                        retry_after=gate.delay,
+                    )
+                await anyio.sleep(gate.delay)
+            ok, victim = policy.capacity_victim(self.views(), self.config.max_engines)
+            if not ok:
+                raise EngineCapacity(
+                    "the host is running as many workspaces as it may and all are busy; try again shortly",
+                    retry_after=self.config.retry_after,
+                )
+            slot.state = State.STARTING
+            try:
+                if victim is not None:
+                    await self._stop_slot(self._slots[victim], reason="capacity")
+                await self._start(slot)
+            finally:
+                if slot.state is State.STARTING:
+                    slot.state = State.STOPPED
+
+    async def _start(self, slot: Slot) -> None:
+        socket = self.config.run_dir / f"{slot.workspace_id}.sock"
+        workspace_dir = self.config.data_dir / "workspaces" / slot.workspace_id
+        workspace_dir.mkdir(parents=True, exist_ok=True)
+        spec = procs.Spec(
+            argv=engine_argv(self.config, socket, workspace_dir),
+            socket=socket,
+            log=self.config.data_dir / "logs" / f"{slot.workspace_id}.log",
+        )
+        started = self._clock()
+        try:
+            proc = await procs.spawn(spec)
+        except OSError as exc:
+            raise self._failed(slot, EngineStartFailed, f"the engine could not be spawned: {exc}") from exc
+        try:
+            with anyio.fail_after(self.config.start_timeout):
+                await procs.wait_healthy(proc, spec)
+        except TimeoutError:
+            await procs.kill(proc)
+            raise self._failed(
+                slot, EngineStartTimeout, f"the engine did not answer within {self.config.start_timeout:g} s"
+            ) from None
+        except procs.ExitedEarly as exc:
+            why = "another engine holds the workspace lock" if exc.returncode == EXIT_LOCKED else str(exc)
+            logs.event(
+                self._log,
+                logging.WARNING,
+                "engine.start_failed",
+                workspace=slot.workspace_id,
+                returncode=exc.returncode,
+                tail=exc.tail[-500:],
+            )
+            raise self._failed(slot, EngineStartFailed, f"the engine could not start ({why})") from None
+        except BaseException:
+            await procs.kill(proc)
+            raise
+        limits = httpx.Limits(
+            max_connections=self.config.max_connections, max_keepalive_connections=self.config.max_connections
+        )
+        slot.client = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=str(socket), limits=limits),
+            base_url="http://localhost",
+            timeout=httpx.Timeout(10.0, read=None),
+        )
+        slot.proc, slot.state = proc, State.RUNNING
+        slot.generation += 1
+        slot.sessions.clear()
+        slot.last_used = self._clock()
+        elapsed = slot.last_used - started
+        self.metrics.cold_starts.inc()
+        self.metrics.cold_start_seconds.observe(elapsed)
+        self.metrics.engines_running.set(len(self.running()))
+        logs.event(
+            self._log,
+            logging.INFO,
+            "engine.start",
+            workspace=slot.workspace_id,
+            pid=proc.pid,
+            seconds=round(elapsed, 4),
+        )
+        assert self._tg is not None, "use the supervisor as an async context manager"
+        self._tg.start_soon(self._watch, slot, proc, slot.generation)
+
+    def _failed(self, slot: Slot, kind: type[WorkspaceUnavailable], message: str) -> WorkspaceUnavailable:
+        now = self._clock()
+        slot.failures = (*policy.recent(slot.failures, now, self.config.restart.crash_loop_window), now)
+        gate = policy.start_gate(self.config.restart, slot.failures, now)
+        return kind(message, retry_after=max(self.config.retry_after, gate.delay))
+
+    async def _watch(self, slot: Slot, proc: Process, generation: int) -> None:
+        """Wait for the engine to exit; an exit nobody asked for is a crash: restart after backoff."""
+        returncode = await proc.wait()
+        if slot.generation != generation or slot.state is not State.RUNNING:
+            return  # an exit we asked for
+        await self._discard(slot)
+        now = self._clock()
+        slot.failures = (*policy.recent(slot.failures, now, self.config.restart.crash_loop_window), now)
+        self.metrics.engine_crashes.inc()
+        logs.event(
+            self._log,
+            logging.WARNING,
+            "engine.crash",
+            workspace=slot.workspace_id,
+            pid=proc.pid,
+            returncode=returncode,
+        )
+        gate = policy.start_gate(self.config.restart, slot.failures, now)
+        if gate.verdict == "crash_loop":
+            logs.event(self._log, logging.ERROR, "engine.crash_loop", workspace=slot.workspace_id)
+            return
+        await anyio.sleep(gate.delay)
+        try:  # a request may have restarted it meanwhile: then this returns at once
+            await self._ensure_running(slot)
+        except WorkspaceUnavailable as exc:
+            logs.event(
+                self._log,
+                logging.WARNING,
+                "engine.restart_failed",
+                workspace=slot.workspace_id,
+                code=exc.code,
+            )
+
+    async def _discard(self, slot: Slot) -> None:
+        """Forget a slot's engine (already exited or being stopped): close streams and client."""
+        for scope in list(slot.streams):
+            scope.cancel()
+        client, slot.client, slot.proc = slot.client, None, None
+        slot.state = State.STOPPED
+        slot.sessions.clear()
+        self.metrics.engines_running.set(len(self.running()))
+        if client is not None:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    async def _stop_slot(self, slot: Slot, *, reason: str, force: bool = False) -> None:
+        """Stop a running engine with nothing in flight (unless ``force``: shutdown)."""
+        if slot.state is not State.RUNNING or (slot.in_flight and not force):
+            return
+        slot.state = State.STOPPING
+        proc = slot.proc
+        async with slot.lock:
+            if proc is None:  # pragma: no cover - RUNNING always has a process
+                slot.state = State.STOPPED
+                return
+            for scope in list(slot.streams):
+                scope.cancel()
+            returncode = await procs.stop(proc, self.config.stop_timeout)
+            await self._discard(slot)
+            self.metrics.engine_stops.labels(reason).inc()
+            logs.event(
+                self._log,
+                logging.INFO,
+                "engine.stop",
+                workspace=slot.workspace_id,
+                pid=proc.pid,
+                reason=reason,
+                returncode=returncode,
+            )
+
+    async def stop_idle(self) -> list[str]:
+        victims = policy.idle_victims(self.views(), self._clock(), self.config.idle_timeout)
+        for workspace_id in victims:
+            await self._stop_slot(self._slots[workspace_id], reason="idle")
+        return victims
+
+    async def stop_all(self, *, reason: str) -> None:
+        for slot in list(self._slots.values()):
+            await self._stop_slot(slot, reason=reason, force=True)
+
+    async def _reaper(self) -> None:
+        interval = min(15.0, max(0.02, self.config.idle_timeout / 5))
+        while True:
+            await anyio.sleep(interval)
+            await self.stop_idle()
+
+    # -- introspection -------------------------------------------------------------------------
+
+    def pids(self) -> dict[str, int]:
+        return {s.workspace_id: s.proc.pid for s in self._slots.values() if s.proc is not None}
+
+    def rss(self) -> dict[str, int]:
+        found = {ws: procs.rss_bytes(pid) for ws, pid in self.pids().items()}
+        return {ws: rss for ws, rss in found.items() if rss is not None}
