@@ -39,6 +39,7 @@ __all__ = [
     "ProviderName",
     "ProviderState",
     "ProviderStatus",
+    "UnknownProvider",
     "Vector",
     "make_embedder",
     "probe_embedder",
