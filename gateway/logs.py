@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 LOGGER_NAME = "almanac.gateway"
-_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
+_QUIET = ("httpx", "httpcore")
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,6 +37,8 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in _QUIET:  # one line per upstream request would double the log volume
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def get() -> logging.Logger:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -39,7 +40,7 @@ from gateway.errors import (
 from gateway.metrics import Metrics
 from gateway.ratelimit import RateLimiter
 from gateway.store import ControlPlane, Principal
-from gateway.supervisor import Lease, Supervisor
+from gateway.supervisor import Lease
 from gateway.tokens import parse_bearer
 
 Scope = MutableMapping[str, Any]
@@ -51,6 +52,16 @@ METHODS = ("POST", "GET", "DELETE")
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 _TOUCH_EVERY = 60.0
 _MAX_SESSIONS = 10_000
+
+
+class Engines(Protocol):
+    """What the proxy needs from the supervisor (tests pass an engine over a mock transport)."""
+
+    def is_running(self, workspace_id: str) -> bool: ...
+
+    def lease(
+        self, workspace_id: str, *, counts_as_use: bool = True
+    ) -> AbstractAsyncContextManager[Lease]: ...
 
 
 class _ClientGone(Exception):
@@ -78,7 +89,7 @@ class McpProxy:
         self,
         *,
         store: ControlPlane,
-        supervisor: Supervisor,
+        supervisor: Engines,
         origin_policy: hdr.OriginPolicy,
         limiter: RateLimiter,
         metrics: Metrics,
@@ -229,10 +240,15 @@ class McpProxy:
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch_disconnect)
+            refused: GatewayError | None = None
             try:
                 await self._relay(lease, request, method, principal, session_id, send)
+            except GatewayError as exc:  # re-raised below, outside the task group, so not wrapped
+                refused = exc
             finally:
                 tg.cancel_scope.cancel()
+        if refused is not None:
+            raise refused
 
     async def _relay(
         self,

@@ -29,7 +29,8 @@ def take(bucket: Bucket | None, now: float, rate: float, burst: int) -> Decision
 
 
 class RateLimiter:
-    """Buckets by key (a connection id). Bounded: full buckets are forgotten when it grows large."""
+    """Buckets by key (a connection id, so the keys are bounded by the live tokens). When it grows
+    large, full buckets are forgotten: a new one starts full, so nothing changes."""
 
     def __init__(self, rate: float, burst: int, *, max_keys: int = 100_000) -> None:
         self.rate, self.burst, self.max_keys = rate, burst, max_keys
@@ -39,8 +40,8 @@ class RateLimiter:
         decision = take(self._buckets.get(key), now, self.rate, self.burst)
         self._buckets[key] = decision.bucket
         if len(self._buckets) > self.max_keys:
-            full = self.burst - 1.0
-            self._buckets = {
-                k: b for k, b in self._buckets.items() if b.tokens + (now - b.updated) * self.rate < full
-            }
+            self._buckets = {k: b for k, b in self._buckets.items() if not self._full(b, now)}
         return decision
+
+    def _full(self, bucket: Bucket, now: float) -> bool:
+        return bucket.tokens + (now - bucket.updated) * self.rate >= self.burst

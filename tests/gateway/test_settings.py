@@ -1,0 +1,96 @@
+"""Settings: defaults < file < environment < flags, validated, every one documented (run:config)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import ConfigError
+from gateway.settings import Settings, config_file_path, from_env, load_settings, parse_toml, setting_names
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+@pytest.mark.req("run:config")
+def test_defaults() -> None:
+    s = load_settings()
+    assert s == Settings()
+    assert (s.host, s.port, s.data_dir, s.engine_idle_timeout, s.embedder) == (
+        "127.0.0.1",
+        8080,
+        Path("data"),
+        600.0,
+        True,
+    )
+
+
+@pytest.mark.req("run:config")
+def test_layers_in_order() -> None:
+    file_values = parse_toml(
+        'port = 9000\nmax_engines = 3\nallowed_origins = ["https://a.example"]', source="f"
+    )
+    env = {"ALMANAC_PORT": "9100", "ALMANAC_EMBEDDER": "off", "ALMANAC_UNRELATED": "x", "HOME": "/"}
+    s = load_settings(file_values=file_values, env=env, overrides={"port": 0, "host": None})
+    assert s.port == 0  # flag beats environment beats file
+    assert s.max_engines == 3
+    assert s.embedder is False
+    assert s.allowed_origins == ("https://a.example",)
+    assert s.host == "127.0.0.1"  # a flag left unset does not override
+
+
+@pytest.mark.req("run:config")
+def test_env_lists_and_paths() -> None:
+    s = load_settings(env={"ALMANAC_ALLOWED_HOSTS": "a.example, b.example", "ALMANAC_DATA_DIR": "/srv/x"})
+    assert s.allowed_hosts == ("a.example", "b.example")
+    assert s.data_dir == Path("/srv/x")
+    assert from_env({"ALMANAC_CONFIG": "x.toml"}) == {}
+
+
+@pytest.mark.req("run:config")
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"ALMANAC_PORT": "eighty"}, "port"),
+        ({"ALMANAC_PORT": "70000"}, "above the maximum"),
+        ({"ALMANAC_ENGINE_IDLE_TIMEOUT": "0"}, "below the minimum"),
+        ({"ALMANAC_LOG_LEVEL": "loud"}, "not one of"),
+        ({"ALMANAC_EMBEDDER": "maybe"}, "true or false"),
+        ({"ALMANAC_PUBLIC_URL": "mem.example.com"}, "public_url"),
+    ],
+)
+def test_bad_values_are_refused_with_the_setting_named(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        load_settings(env=env)
+
+
+@pytest.mark.req("run:config")
+def test_config_file_refuses_unknown_keys_and_bad_toml() -> None:
+    with pytest.raises(ConfigError, match="unknown settings prot"):
+        parse_toml("prot = 1", source="f")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse_toml("port = = 1", source="f")
+    assert parse_toml("[almanac]\nport = 1", source="f") == {"port": 1}
+
+
+@pytest.mark.req("run:config")
+def test_which_config_file(tmp_path: Path) -> None:
+    assert config_file_path(None, {}, tmp_path) is None
+    (tmp_path / "almanac.toml").write_text("", encoding="utf-8")
+    assert config_file_path(None, {}, tmp_path) == tmp_path / "almanac.toml"
+    assert config_file_path(None, {"ALMANAC_CONFIG": "/etc/a.toml"}, tmp_path) == Path("/etc/a.toml")
+    assert config_file_path(Path("x.toml"), {"ALMANAC_CONFIG": "/etc/a.toml"}, tmp_path) == Path("x.toml")
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Settings().port = 1  # type: ignore[misc]
+
+
+@pytest.mark.req("run:config")
+def test_every_setting_is_documented() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    headings = set(re.findall(r"^### `([a-z_]+)`$", text, flags=re.MULTILINE))
+    assert set(setting_names()) - headings == set(), "settings missing from docs/configuration.md"
+    assert headings - set(setting_names()) == set(), "docs/configuration.md documents unknown settings"
