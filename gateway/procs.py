@@ -52,16 +52,24 @@ async def spawn(spec: Spec) -> Process:
         )
 
 
-def log_tail(path: Path) -> str:
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def log_tail(path: Path, since: int = 0) -> str:
+    """The end of a log file, from no earlier than byte ``since`` (this run's output only)."""
     try:
         with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+            f.seek(max(since, path.stat().st_size - _TAIL_BYTES))
             return f.read().decode("utf-8", "replace").strip()
     except OSError:
         return ""
 
 
-async def wait_healthy(proc: Process, spec: Spec) -> None:
+async def wait_healthy(proc: Process, spec: Spec, *, log_from: int = 0) -> None:
     """Poll ``GET /healthz`` on the socket until it answers 200 (the caller bounds the wait).
 
     Raises :class:`ExitedEarly` as soon as the child exits."""
@@ -69,7 +77,7 @@ async def wait_healthy(proc: Process, spec: Spec) -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=2.0) as client:
         while True:
             if proc.returncode is not None:
-                raise ExitedEarly(proc.returncode, log_tail(spec.log))
+                raise ExitedEarly(proc.returncode, log_tail(spec.log, log_from))
             if spec.socket.exists():
                 try:
                     response = await client.get("/healthz")

@@ -225,14 +225,14 @@ class Supervisor:
             socket=socket,
             log=self.config.data_dir / "logs" / f"{slot.workspace_id}.log",
         )
-        started = self._clock()
+        started, log_from = self._clock(), procs.log_size(spec.log)
         try:
             proc = await procs.spawn(spec)
         except OSError as exc:
             raise self._failed(slot, EngineStartFailed, f"the engine could not be spawned: {exc}") from exc
         try:
             with anyio.fail_after(self.config.start_timeout):
-                await procs.wait_healthy(proc, spec)
+                await procs.wait_healthy(proc, spec, log_from=log_from)
         except TimeoutError:
             await procs.kill(proc)
             raise self._failed(

@@ -1,0 +1,210 @@
+"""The supervisor with real engine processes (gw:spawn, gw:503, engine:idle)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from gateway import layout, policy
+from gateway.errors import EngineCapacity, EngineCrashLoop, EngineStartFailed, EngineStartTimeout
+from gateway.metrics import Metrics
+from gateway.supervisor import Supervisor, SupervisorConfig, engine_argv
+from tests.gateway.conftest import ENGINE
+
+pytestmark = pytest.mark.anyio
+
+FAILING = (sys.executable, "-c", "import sys; sys.exit(1)")
+
+
+class Clock:
+    """A clock the test moves by hand, so idle decisions need no waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_config(tmp_path: Path, **overrides: Any) -> SupervisorConfig:
+    config = SupervisorConfig(
+        engine_command=ENGINE,
+        data_dir=tmp_path,
+        run_dir=layout.runtime_dir(tmp_path, None),
+        idle_timeout=3600.0,
+        start_timeout=15.0,
+        stop_timeout=5.0,
+        max_engines=10,
+        max_connections=10,
+        retry_after=5.0,
+        restart=policy.RestartPolicy(0.05, 1.0, crash_loop_threshold=5, crash_loop_window=60.0),
+    )
+    return replace(config, **overrides)
+
+
+@asynccontextmanager
+async def supervising(config: SupervisorConfig, clock: Clock | None = None) -> AsyncIterator[Supervisor]:
+    kwargs = {"clock": clock} if clock else {}
+    async with Supervisor(config, Metrics(), **kwargs) as sup:
+        yield sup
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+async def healthz(sup: Supervisor, ws: str) -> int:
+    async with sup.lease(ws) as lease:
+        return (await lease.client.get("/healthz")).status_code
+
+
+@pytest.mark.req("gw:spawn")
+async def test_concurrent_first_calls_start_one_engine(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path)) as sup:
+        codes: list[int] = []
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+
+                    async def call() -> None:
+                        codes.append(await healthz(sup, "ws_a"))
+
+                    tg.start_soon(call)
+        assert codes == [200] * 6
+        assert sup.metrics.cold_starts._value.get() == 1
+        (pid,) = sup.pids().values()
+        assert alive(pid)
+        assert (tmp_path / "workspaces" / "ws_a").is_dir()
+    assert not alive(pid), "the engine outlives the supervisor"
+
+
+@pytest.mark.req("engine:idle", "gw:spawn")
+async def test_idle_engines_stop_and_wake_on_the_next_call(tmp_path: Path) -> None:
+    clock = Clock()
+    async with supervising(make_config(tmp_path, idle_timeout=60.0), clock) as sup:
+        with anyio.fail_after(30):
+            async with sup.lease("ws_a"):
+                first = sup.pids()["ws_a"]
+                clock.now += 120
+                assert await sup.stop_idle() == []  # a request in flight keeps it awake
+            clock.now += 30
+            assert await sup.stop_idle() == []  # not idle long enough yet
+            clock.now += 31
+            assert await sup.stop_idle() == ["ws_a"]
+            assert not sup.is_running("ws_a") and not alive(first)
+            assert await healthz(sup, "ws_a") == 200
+            assert sup.pids()["ws_a"] != first
+        assert sup.metrics.engine_stops.labels("idle")._value.get() == 1
+
+
+@pytest.mark.req("engine:idle")
+async def test_the_reaper_stops_idle_engines_by_itself(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path, idle_timeout=0.2)) as sup:
+        with anyio.fail_after(30):
+            assert await healthz(sup, "ws_a") == 200
+            pid = sup.pids()["ws_a"]
+            while "ws_a" in sup.pids():
+                await anyio.sleep(0.02)
+            assert not alive(pid)
+
+
+@pytest.mark.req("gw:spawn", "gw:503")
+async def test_the_cap_stops_idle_engines_first_and_refuses_when_all_are_busy(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path, max_engines=1)) as sup:
+        with anyio.fail_after(60):
+            async with sup.lease("ws_a"):
+                with pytest.raises(EngineCapacity) as refused:
+                    await healthz(sup, "ws_b")
+                assert refused.value.retry_after == 5.0
+                assert "ws_b" not in sup.pids()
+            a = sup.pids()["ws_a"]
+            assert await healthz(sup, "ws_b") == 200
+            assert list(sup.pids()) == ["ws_b"] and not alive(a)
+        assert sup.metrics.engine_stops.labels("capacity")._value.get() == 1
+
+
+@pytest.mark.req("gw:spawn")
+async def test_a_crashed_engine_is_restarted(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path)) as sup:
+        with anyio.fail_after(30):
+            assert await healthz(sup, "ws_a") == 200
+            first = sup.pids()["ws_a"]
+            os.kill(first, signal.SIGKILL)
+            while sup.pids().get("ws_a") in (None, first) or not sup.is_running("ws_a"):
+                await anyio.sleep(0.02)
+            assert await healthz(sup, "ws_a") == 200
+        assert sup.metrics.engine_crashes._value.get() == 1
+        assert sup.metrics.cold_starts._value.get() == 2
+
+
+@pytest.mark.req("gw:503")
+async def test_start_failures_back_off_then_become_a_crash_loop(tmp_path: Path) -> None:
+    restart = policy.RestartPolicy(0.0, 0.0, crash_loop_threshold=2, crash_loop_window=60.0)
+    async with supervising(make_config(tmp_path, engine_command=FAILING, restart=restart)) as sup:
+        with anyio.fail_after(30):
+            with pytest.raises(EngineStartFailed, match="could not start"):
+                await healthz(sup, "ws_a")
+            with pytest.raises(EngineStartFailed):
+                await healthz(sup, "ws_a")
+            with pytest.raises(EngineCrashLoop) as loop:
+                await healthz(sup, "ws_a")
+        assert 55 < loop.value.retry_after <= 60
+        assert sup.pids() == {}
+
+
+@pytest.mark.req("gw:503")
+async def test_a_start_timeout_kills_the_engine(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path, start_timeout=0.0)) as sup:
+        with anyio.fail_after(30), pytest.raises(EngineStartTimeout):
+            await healthz(sup, "ws_a")
+        assert sup.pids() == {} and not sup.is_running("ws_a")
+
+
+@pytest.mark.req("gw:503")
+async def test_a_locked_workspace_is_a_start_failure(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    workspace = tmp_path / "workspaces" / "ws_a"
+    workspace.mkdir(parents=True)
+    other = await anyio.open_process(
+        [*ENGINE, "--socket", str(config.run_dir / "other.sock"), "--dir", str(workspace)]
+    )
+    try:
+        with anyio.fail_after(30):
+            while not (config.run_dir / "other.sock").exists():
+                await anyio.sleep(0.02)
+            async with supervising(config) as sup:
+                with pytest.raises(EngineStartFailed, match="another engine holds the workspace lock"):
+                    await healthz(sup, "ws_a")
+    finally:
+        other.terminate()
+        await other.wait()
+
+
+def test_engine_argv() -> None:
+    config = make_config(
+        Path("/d"), embedder_socket=Path("/r/embedder.sock"), engine_settings_file=Path("/s")
+    )
+    assert engine_argv(config, Path("/r/a.sock"), Path("/d/workspaces/a")) == (
+        *ENGINE,
+        "--socket",
+        "/r/a.sock",
+        "--dir",
+        "/d/workspaces/a",
+        "--embedder-socket",
+        "/r/embedder.sock",
+        "--settings",
+        "/s",
+    )
