@@ -18,6 +18,8 @@ from pydantic import Field
 
 from engine.errors import EngineError
 from engine.memory import Caller, Memory, Receipt, Retrieved
+from engine.recall.context import Recall
+from engine.recall.status import memory_status as status_of
 
 INSTRUCTIONS = (
     "Almanac is durable memory shared by every client of one owner. Save facts "
@@ -66,7 +68,7 @@ WRITE = ToolAnnotations(
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def build_server(memory: Memory, *, version: str = "") -> MCPServer:
+def build_server(memory: Memory, *, version: str = "", recall: Recall | None = None) -> MCPServer:
     mcp = MCPServer("almanac", instructions=INSTRUCTIONS, version=version)
 
     @mcp.tool(
@@ -160,18 +162,32 @@ def build_server(memory: Memory, *, version: str = "") -> MCPServer:
         return run(lambda: memory.restore(caller, id))
 
     @mcp.tool(
-        annotations=READ, description="Current facts and the closest notes for a task, within a token budget."
+        annotations=READ,
+        description=(
+            "Before you work: the current facts and the closest notes for a task, within a token budget. "
+            "relevant=false means nothing closely matched."
+        ),
     )
     def get_context(
         ctx: Context[Any, Any],
-        query: str | None = None,
+        query: Annotated[str | None, Field(description="What you are about to work on")] = None,
         scope: Scope = None,
-        max_tokens: int | None = None,
-        include_archived: bool = False,
+        max_tokens: Annotated[int | None, Field(description="Reply budget, 100-4000 (default 800)")] = None,
+        include_archived: Annotated[bool, Field(description="Also search cold storage")] = False,
     ) -> dict[str, Any]:
-        raise ToolError(
-            "get_context is not built yet in this version of the engine; "
-            "use retrieve_memory(subject=…) or retrieve_memory(id=…) meanwhile [not_built]"
-        )
+        if recall is None:
+            raise ToolError("get_context is not available: this engine runs without an index [not_built]")
+        caller = caller_of(ctx)
+        return run(lambda: recall.get_context(caller, query, scope, max_tokens, include_archived))
+
+    @mcp.tool(
+        annotations=READ,
+        description="Counts, storage, index backlog, embedding provider state and settings in force.",
+    )
+    def memory_status(ctx: Context[Any, Any]) -> dict[str, Any]:
+        if recall is None:
+            raise ToolError("memory_status is not available: this engine runs without an index [not_built]")
+        caller = caller_of(ctx)
+        return run(lambda: status_of(recall, caller))
 
     return mcp

@@ -1,0 +1,341 @@
+"""Retrieval quality on LoCoMo (``quality:locomo``, ``quality:honest-miss``).
+
+    python -m bench.locomo [PATH] [--mode engine|mcp] [--only conv-26,conv-44] [--json OUT]
+
+One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
+the engine's own write path (``Memory.remember``, a note, its session's date as its time);
+``--mode mcp`` writes them as an agent would: one plain ``remember`` call per turn through the
+real MCP client, in order, no extra metadata, the engine's own clock. Every question of
+categories 1–4 is then asked through the search behind ``get_context``; the SQLite FTS5 bm25
+reference runs over the same turns in the same run. The data is read from PATH (default
+``../shared/bench/locomo/locomo10_dev.json``) and never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import apsw
+
+from engine.embed.base import Embedder
+from engine.embed.cache import EmbeddingCache
+from engine.index.indexer import Indexer
+from engine.index.schema import TOKENIZE
+from engine.memory import Caller, Memory
+from engine.recall.context import Recall, RecallSettings
+from engine.recall.query import parse_query
+from engine.store.workspace import Workspace
+
+DEFAULT_DATA = (
+    Path(__file__).resolve().parents[1] / ".." / "shared" / "bench" / "locomo" / "locomo10_dev.json"
+)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+HALF_A = ("conv-26", "conv-44", "conv-47")
+_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+_EVIDENCE = re.compile(r"^D(\d+):(\d+)$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    text: str
+    when: datetime
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+def parse_date(text: str) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` → an aware datetime (UTC)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def normalise_evidence(raw: Sequence[str], known: set[str]) -> tuple[str, ...]:
+    """``"D8:6; D9:17"`` → two ids; leading zeros dropped; ids matching no turn dropped."""
+    out: list[str] = []
+    for item in raw:
+        for piece in _EVIDENCE_SPLIT.split(str(item)):
+            match = _EVIDENCE.match(piece.replace("D:", "D"))
+            if match:
+                dia = f"D{int(match.group(1))}:{int(match.group(2))}"
+                if dia in known and dia not in out:
+                    out.append(dia)
+    return tuple(out)
+
+
+def load(path: Path) -> list[Conversation]:
+    out = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        turns: list[Turn] = []
+        n = 1
+        while f"session_{n}" in conv:
+            when = parse_date(conv[f"session_{n}_date_time"])
+            for i, turn in enumerate(conv[f"session_{n}"]):
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                turns.append(Turn(turn["dia_id"], text, when + timedelta(seconds=20 * i)))
+            n += 1
+        known = {t.dia_id for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            if qa.get("category") in CATEGORIES:
+                evidence = normalise_evidence(qa.get("evidence", []), known)
+                if evidence:
+                    questions.append(Question(qa["question"], int(qa["category"]), evidence))
+        out.append(Conversation(sample["sample_id"], turns, questions))
+    return out
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def scores(ranked: Sequence[str], evidence: Sequence[str]) -> tuple[float, float, float, float]:
+    """recall@5, recall@10, MRR, NDCG@10 of a ranked list of turn ids."""
+    wanted = set(evidence)
+    r5 = len(wanted & set(ranked[:5])) / len(wanted)
+    r10 = len(wanted & set(ranked[:10])) / len(wanted)
+    mrr = next((1.0 / (i + 1) for i, d in enumerate(ranked) if d in wanted), 0.0)
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in wanted)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(wanted), 10)))
+    return r5, r10, mrr, dcg / ideal
+
+
+@dataclass
+class Tally:
+    rows: list[tuple[int, tuple[float, float, float, float]]] = field(default_factory=list)
+
+    def add(self, category: int, values: tuple[float, float, float, float]) -> None:
+        self.rows.append((category, values))
+
+    def summary(self) -> dict[str, float]:
+        def mean(vals: list[float]) -> float:
+            return round(100 * sum(vals) / len(vals), 1) if vals else 0.0
+
+        out = {
+            name: mean([v[i] for _, v in self.rows])
+            for i, name in enumerate(("R@5", "R@10", "MRR", "NDCG@10"))
+        }
+        for cat in CATEGORIES:
+            out[f"c{cat}"] = mean([v[1] for c, v in self.rows if c == cat])
+        out["n"] = len(self.rows)
+        return out
+
+
+# -- building the workspaces ---------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    conv: Conversation
+    workspace: Workspace
+    indexer: Indexer
+    dia_of: dict[str, list[str]]  # memory id → the turns it holds
+
+
+def build_engine(conv: Conversation, root: Path, embedder: Embedder, cache: EmbeddingCache) -> Built:
+    ws = Workspace(root)
+    ws.open()
+    clock = [conv.turns[0].when]
+    memory = Memory(ws, clock=lambda: clock[0])
+    indexer = Indexer(ws, embedder, cache=cache, scan_interval_s=None)
+    indexer.start()
+    dia_of: dict[str, list[str]] = {}
+    caller = Caller(client_name="locomo")
+    for turn in conv.turns:
+        clock[0] = turn.when
+        receipt = memory.remember(caller, turn.text)
+        dia_of.setdefault(receipt.id, []).append(turn.dia_id)
+    return Built(conv, ws, indexer, dia_of)
+
+
+def build_mcp(conv: Conversation, root: Path, embedder: Embedder, cache: EmbeddingCache) -> Built:
+    from mcp import Client
+
+    from engine.tools import build_server
+
+    ws = Workspace(root)
+    ws.open()
+    indexer = Indexer(ws, embedder, cache=cache, scan_interval_s=None)
+    indexer.start()
+    server = build_server(Memory(ws), recall=Recall(indexer))
+    dia_of: dict[str, list[str]] = {}
+
+    async def write() -> None:
+        async with Client(server) as client:
+            for turn in conv.turns:
+                result = await client.call_tool("remember", {"statement": turn.text})
+                assert not result.is_error, result
+                receipt: Any = result.structured_content
+                dia_of.setdefault(receipt["id"], []).append(turn.dia_id)
+
+    anyio.run(write)
+    return Built(conv, ws, indexer, dia_of)
+
+
+def ranked_turns(recall: Recall, built: Built, question: str, qvec: Any, limit: int = 10) -> list[str]:
+    searched = recall.search(question, limit=limit, qvec=qvec)
+    out: list[str] = []
+    for hit in searched.hits:
+        if hit.reason != "graph":
+            out.extend(built.dia_of.get(hit.memory, []))
+    return out
+
+
+def fts_reference(conv: Conversation) -> list[tuple[int, tuple[float, float, float, float]]]:
+    """SQLite FTS5 bm25 over the same turns: porter, stop-word-filtered OR query."""
+    db = apsw.Connection(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE t USING fts5(dia UNINDEXED, text, tokenize='{TOKENIZE}')")
+    db.executemany("INSERT INTO t VALUES (?, ?)", [(t.dia_id, t.text) for t in conv.turns])
+    out = []
+    for q in conv.questions:
+        expr = parse_query(q.text).fts
+        rows = db.execute("SELECT dia FROM t WHERE t MATCH ? ORDER BY rank LIMIT 10", (expr,)).fetchall()
+        out.append((q.category, scores([str(r[0]) for r in rows], q.evidence)))
+    return out
+
+
+def evaluate(built: list[Built], settings: RecallSettings, qvecs: dict[str, Any]) -> dict[str, Any]:
+    """Quality of every question against its own conversation, and honest-miss rates."""
+    halves = {"A": Tally(), "B": Tally(), "all": Tally()}
+    own_true = wrong_false = asked = 0
+    for i, b in enumerate(built):
+        recall = Recall(b.indexer, settings)
+        other = Recall(built[(i + 1) % len(built)].indexer, settings)
+        for q in b.conv.questions:
+            ranked = ranked_turns(recall, b, q.text, qvecs.get(q.text))
+            values = scores(ranked, q.evidence)
+            halves["all"].add(q.category, values)
+            halves["A" if b.conv.sample_id in HALF_A else "B"].add(q.category, values)
+            asked += 1
+            own_true += recall.search(q.text, limit=10, qvec=qvecs.get(q.text)).relevant
+            if len(built) > 1:
+                wrong_false += not other.search(q.text, limit=10, qvec=qvecs.get(q.text)).relevant
+    result: dict[str, Any] = {k: v.summary() for k, v in halves.items()}
+    result["honest_miss"] = {
+        "own_relevant_true": round(100 * own_true / max(asked, 1), 1),
+        "wrong_relevant_false": round(100 * wrong_false / max(asked, 1), 1) if len(built) > 1 else None,
+    }
+    return result
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    cols = ["R@5", "R@10", "MRR", "NDCG@10", "c1", "c2", "c3", "c4", "n"]
+    lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, summary in rows.items():
+        lines.append(f"| {name} | " + " | ".join(str(summary.get(c, "")) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def build_all(
+    convs: list[Conversation], root: Path, mode: str, embedder: Embedder, cache: EmbeddingCache
+) -> list[Built]:
+    builder = build_mcp if mode == "mcp" else build_engine
+    built = []
+    for conv in convs:
+        t0 = time.perf_counter()
+        b = builder(conv, root / conv.sample_id, embedder, cache)
+        if not b.indexer.wait_idle(1800):
+            raise RuntimeError(f"indexing {conv.sample_id} did not finish")
+        print(
+            f"  {conv.sample_id}: {len(conv.turns)} turns in {time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+        )
+        built.append(b)
+    return built
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--mode", choices=["engine", "mcp"], default="engine")
+    parser.add_argument("--only", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--limit-turns", type=int, help="first N turns of each conversation (smoke runs)")
+    parser.add_argument("--cache", type=Path, help="embedding cache file to reuse between runs")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    if not args.path.exists():
+        print(f"no LoCoMo data at {args.path}; pass its path", file=sys.stderr)
+        return 2
+    from engine.embed.local import LocalEmbedder
+
+    convs = load(args.path)
+    if args.only:
+        convs = [c for c in convs if c.sample_id in args.only.split(",")]
+    if args.limit_turns:
+        for c in convs:
+            c.turns = c.turns[: args.limit_turns]
+            known = {t.dia_id for t in c.turns}
+            c.questions = [q for q in c.questions if set(q.evidence) <= known]
+    embedder = LocalEmbedder()
+    with tempfile.TemporaryDirectory(prefix="almanac-locomo-") as tmp:
+        cache = EmbeddingCache(args.cache or Path(tmp) / "embeddings.sqlite")
+        built = build_all(convs, Path(tmp), args.mode, embedder, cache)
+        t0 = time.perf_counter()
+        qvecs = {q.text: embedder.embed_query(q.text) for c in convs for q in c.questions}
+        embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
+        t1 = time.perf_counter()
+        result = evaluate(built, RecallSettings(), qvecs)
+        result["ms_per_question"] = round(
+            (time.perf_counter() - t1) * 1000 / max(result["all"]["n"], 1) / 3, 2
+        )
+        result["query_embedding_ms"] = round(embed_ms, 2)
+        reference = Tally()
+        for c in convs:
+            for cat, values in fts_reference(c):
+                reference.add(cat, values)
+        result["fts5_reference"] = reference.summary()
+        result["mode"] = args.mode
+        for b in built:
+            b.indexer.stop()
+            b.workspace.close()
+        cache.close()
+    print(
+        table(
+            {
+                f"almanac ({args.mode})": result["all"],
+                "FTS5 bm25 reference": result["fts5_reference"],
+                "almanac, half A": result["A"],
+                "almanac, half B": result["B"],
+            }
+        )
+    )
+    hm = result["honest_miss"]
+    print(
+        f"\nhonest miss: own conversation relevant=true {hm['own_relevant_true']}%, "
+        f"wrong conversation relevant=false {hm['wrong_relevant_false']}%"
+    )
+    print(
+        f"search {result['ms_per_question']} ms/question (+ {result['query_embedding_ms']} ms query embedding)"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""The index database: one SQLite file through apsw, with FTS5 and sqlite-vec (``engine:index``).
+
+A thin shell: every method is one short transaction under one lock (the engine is the one
+writer; WAL lets readers of other processes, such as a ``doctor``, look in). What goes into the
+rows is decided by :mod:`engine.index.docs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from engine.index import schema
+from engine.index.docs import ChunkDoc, FactDoc
+from engine.index.reads import CHUNK_COLS, FACT_COLS, ChunkRow, FactRow, IndexReads, blob, marks
+
+log = logging.getLogger("almanac.engine.index")
+
+__all__ = ["ChunkRow", "FactRow", "IndexDB"]
+
+
+class IndexDB(IndexReads):
+    """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables."""
+
+    def __init__(self, path: Path, model_id: str, dim: int) -> None:
+        self.path = path
+        self.model_id = model_id
+        self.dim = dim
+        self.lock = threading.RLock()
+        self.rebuilt = False  # true when this open found nothing usable and started empty
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = self._connect()
+            self._check()
+        except (apsw.Error, _Stale) as exc:
+            log.warning("index %s is unusable (%s); rebuilding it from the store", path, exc)
+            with contextlib.suppress(Exception):
+                self.db.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            self.db = self._connect()
+            self._create()
+        self._ensure_vectors()
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        db = apsw.Connection(str(self.path))
+        db.enable_load_extension(True)
+        db.load_extension(sqlite_vec.loadable_path())
+        db.enable_load_extension(False)
+        db.set_busy_timeout(5000)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # the index is derived: a lost tail is rebuilt
+        return db
+
+    def _check(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchall()[0][0]
+        if version == 0 and not self.db.execute("SELECT 1 FROM sqlite_master").fetchall():
+            self._create()
+            return
+        if version != schema.SCHEMA_VERSION:
+            raise _Stale(f"schema version {version}, this engine writes {schema.SCHEMA_VERSION}")
+        result = self.db.execute("PRAGMA quick_check").fetchall()[0][0]
+        if result != "ok":
+            raise _Stale(f"quick_check: {result}")
+
+    def _create(self) -> None:
+        with self.db:
+            self.db.execute(schema.TABLES)
+            self.db.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
+        self.rebuilt = True
+
+    def _meta(self, key: str) -> str | None:
+        rows = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
+        return None if not rows else str(rows[0][0])
+
+    def _ensure_vectors(self) -> None:
+        """Vector tables for this model; other models' vectors are dropped and redone (embed:model-id)."""
+        if self._meta("model_id") == self.model_id and self._meta("dim") == str(self.dim):
+            return
+        with self.lock, self.db:
+            self.db.execute("DROP TABLE IF EXISTS vec_chunks; DROP TABLE IF EXISTS vec_facts")
+            if self.dim > 0:
+                self.db.execute(schema.vec_tables(self.dim))
+            pending = 1 if self.dim > 0 else 0
+            self.db.execute("UPDATE chunks SET pending = ?", (pending,))
+            self.db.execute("UPDATE facts SET pending = ?", (pending,))
+            self.db.execute("UPDATE groups SET vector = NULL, dirty = 1")
+            for key, value in (("model_id", self.model_id), ("dim", str(self.dim))):
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def chunk_hashes(self) -> dict[str, dict[int, str]]:
+        out: dict[str, dict[int, str]] = {}
+        with self.lock:
+            for memory, chunk, digest in self.db.execute("SELECT memory, chunk, hash FROM chunks"):
+                out.setdefault(memory, {})[chunk] = digest
+        return out
+
+    def fact_hashes(self) -> dict[str, str]:
+        with self.lock:
+            return dict(self.db.execute("SELECT memory, hash FROM facts").fetchall())
+
+    def put_memory(self, memory: str, docs: Sequence[ChunkDoc], links: Iterable[str]) -> bool:
+        """Make ``memory``'s rows exactly ``docs`` (and its links ``links``); True if anything changed."""
+        with self.lock, self.db:
+            old = {
+                chunk: (rowid, digest, embed, grp)
+                for rowid, chunk, digest, embed, grp in self.db.execute(
+                    "SELECT id, chunk, hash, embed_text, grp FROM chunks WHERE memory = ?", (memory,)
+                )
+            }
+            changed = False
+            groups: set[str] = set()
+            for doc in docs:
+                digest = doc.hash
+                before = old.pop(doc.chunk, None)
+                if before is not None and before[1] == digest:
+                    continue
+                changed = True
+                groups.add(doc.grp)
+                values = (
+                    doc.memory, doc.chunk, doc.kind, doc.state, doc.scope, doc.source, doc.speaker,
+                    doc.created, doc.grp, doc.importance, doc.name, doc.text, doc.context, doc.dates,
+                    doc.tags, doc.parts, doc.embed_text, digest,
+                )  # fmt: skip
+                if before is None:
+                    self.db.execute(
+                        f"INSERT INTO chunks ({CHUNK_COLS}) VALUES ({marks(19)})",
+                        (*values, int(self.vectors)),
+                    )
+                    continue
+                rowid, _, embed, grp = before
+                groups.add(grp)
+                pending = int(self.vectors and embed != doc.embed_text)
+                sets = ", ".join(f"{c.strip()} = ?" for c in CHUNK_COLS.split(",")[:-1])
+                self.db.execute(
+                    f"UPDATE chunks SET {sets}, pending = max(pending, ?) WHERE id = ?",
+                    (*values, pending, rowid),
+                )
+                if pending and self.vectors:
+                    self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
+            for rowid, _, _, grp in old.values():
+                changed = True
+                groups.add(grp)
+                self._delete_chunk(rowid)
+            self.db.execute("DELETE FROM links WHERE src = ?", (memory,))
+            self.db.executemany(
+                "INSERT OR IGNORE INTO links VALUES (?, ?)", [(memory, target) for target in links]
+            )
+            self._dirty(groups)
+            return changed
+
+    def _delete_chunk(self, rowid: int) -> None:
+        self.db.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
+        if self.vectors:
+            self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
+
+    def delete_memory(self, memory: str) -> bool:
+        return self.put_memory(memory, [], [])
+
+    def _dirty(self, groups: Iterable[str]) -> None:
+        for key in groups:
+            if key:
+                self.db.execute(
+                    "INSERT INTO groups (key, text, dirty) VALUES (?, '', 1) "
+                    "ON CONFLICT (key) DO UPDATE SET dirty = 1",
+                    (key,),
+                )
+
+    def put_fact(self, doc: FactDoc) -> bool:
+        with self.lock, self.db:
+            rows = self.db.execute("SELECT id, hash FROM facts WHERE memory = ?", (doc.memory,)).fetchall()
+            if rows and rows[0][1] == doc.hash:
+                return False
+            values = (
+                doc.memory, doc.subject, doc.predicate, doc.object, doc.statement, doc.subject_key,
+                doc.predicate_key, doc.scope, doc.source, doc.created, doc.hash, int(self.vectors),
+            )  # fmt: skip
+            if rows:
+                self._delete_fact(rows[0][0])
+            self.db.execute(f"INSERT INTO facts ({FACT_COLS}) VALUES ({marks(12)})", values)
+            return True
+
+    def _delete_fact(self, rowid: int) -> None:
+        self.db.execute("DELETE FROM facts WHERE id = ?", (rowid,))
+        if self.vectors:
+            self.db.execute("DELETE FROM vec_facts WHERE rowid = ?", (rowid,))
+
+    def delete_fact(self, memory: str) -> bool:
+        with self.lock, self.db:
+            rows = self.db.execute("SELECT id FROM facts WHERE memory = ?", (memory,)).fetchall()
+            for (rowid,) in rows:
+                self._delete_fact(rowid)
+            return bool(rows)
+
+    # -- background work -------------------------------------------------------------------------
+
+    def pending(self, table: str, limit: int) -> list[tuple[int, str]]:
+        """Rows of ``chunks`` or ``facts`` still waiting for a vector: ``(rowid, text to embed)``."""
+        text = (
+            "embed_text"
+            if table == "chunks"
+            else "subject || ' ' || predicate || ': ' || object || '. ' || statement"
+        )
+        with self.lock:
+            sql = f"SELECT id, {text} FROM {table} WHERE pending = 1 ORDER BY id LIMIT ?"
+            return [(int(r), str(t)) for r, t in self.db.execute(sql, (limit,))]
+
+    def put_vectors(self, table: str, rows: Sequence[tuple[int, str, np.ndarray[Any, Any]]]) -> int:
+        """Store vectors for rows still holding the text they were computed from; returns how many."""
+        done = 0
+        text = (
+            "embed_text"
+            if table == "chunks"
+            else "subject || ' ' || predicate || ': ' || object || '. ' || statement"
+        )
+        with self.lock, self.db:
+            for rowid, embedded, vector in rows:
+                now = self.db.execute(
+                    f"SELECT {text}, {'grp' if table == 'chunks' else 'NULL'} FROM {table} "
+                    "WHERE id = ? AND pending = 1",
+                    (rowid,),
+                ).fetchall()
+                if not now or now[0][0] != embedded:
+                    continue  # changed (or gone) while it was being embedded: it is pending again
+                self.db.execute(f"DELETE FROM vec_{table} WHERE rowid = ?", (rowid,))
+                self.db.execute(
+                    f"INSERT INTO vec_{table} (rowid, embedding) VALUES (?, ?)", (rowid, blob(vector))
+                )
+                self.db.execute(f"UPDATE {table} SET pending = 0 WHERE id = ?", (rowid,))
+                if now[0][1]:
+                    self._dirty([now[0][1]])
+                done += 1
+        return done
+
+    def dirty_groups(self, limit: int) -> list[str]:
+        with self.lock:
+            sql = "SELECT key FROM groups WHERE dirty = 1 ORDER BY key LIMIT ?"
+            return [str(k) for (k,) in self.db.execute(sql, (limit,))]
+
+    def refresh_group(self, key: str) -> None:
+        """Recompute a session's text (its members' words, in order) and mean vector."""
+        with self.lock, self.db:
+            members = self.db.execute(
+                "SELECT id, text FROM chunks WHERE grp = ? ORDER BY created, memory, chunk", (key,)
+            ).fetchall()
+            if not members:
+                self.db.execute("DELETE FROM groups WHERE key = ?", (key,))
+                return
+            text = "\n".join(t for _, t in members)
+            vectors = self.chunk_vectors([r for r, _ in members])
+            packed = None
+            if vectors:
+                mean = np.mean(np.stack(list(vectors.values())), axis=0)
+                norm = float(np.linalg.norm(mean))
+                packed = blob(mean / norm) if norm > 0 else None
+            self.db.execute(
+                "UPDATE groups SET text = ?, vector = ?, dirty = 0 WHERE key = ?", (text, packed, key)
+            )
+
+
+class _Stale(Exception):
+    """The index file is from another schema version or fails its check."""

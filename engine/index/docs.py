@@ -1,0 +1,343 @@
+"""What the index holds for each memory, as pure functions of the store's catalog.
+
+A note or log entry becomes one or more :class:`ChunkDoc` rows; a fact becomes one
+:class:`FactDoc` (its current value). Besides the words themselves each chunk carries the
+*context* that recall uses (see docs/recall.md):
+
+- ``context``: the text of its neighbours — the chunks written just before and after it in the
+  same *stream* (same source and scope, close in time; or the adjacent chunks of a long note);
+- ``dates``: its time as searchable words ("8 May 2023 May 2023 2023-05-08");
+- ``speaker``: who said it — a leading ``Name:`` in the text, else the memory's source;
+- ``group``: the stream's day it belongs to (a session), scored as a whole at query time.
+
+Nothing here does I/O; :mod:`engine.index.db` stores what these functions return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from engine.store.facts import FactRecord
+from engine.store.model import State, format_time
+from engine.store.workspace import LogRecord, NoteRecord
+
+#: A chunk is cut near this many characters (paragraph, then sentence, then word boundaries).
+CHUNK_TARGET = 800
+#: Two memories of one stream are neighbours only if written at most this far apart.
+NEIGHBOUR_WINDOW = timedelta(hours=6)
+#: How much of a neighbour's text goes into a chunk's context (and into its embedded text).
+CONTEXT_CHARS = 400
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s")
+_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]{1,200})(?:[#|][^\[\]\n]*)?\]\]")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+
+
+@dataclass(frozen=True)
+class Item:
+    """A note or log entry as the index sees it (state retired never reaches the index)."""
+
+    id: str
+    kind: str  # note | log
+    text: str
+    created: datetime | None
+    state: str  # live | archived
+    scope: str | None
+    source: str | None
+    tags: tuple[str, ...]
+    importance: float | None
+    name: str  # what a [[wikilink]] may call it: the file's stem (or the id)
+
+    @property
+    def stream(self) -> str:
+        return f"{self.source or ''}\x1f{self.scope or ''}"
+
+
+@dataclass(frozen=True)
+class ChunkDoc:
+    memory: str
+    chunk: int
+    kind: str
+    state: str
+    scope: str | None
+    source: str | None
+    speaker: str
+    created: str | None
+    grp: str
+    importance: float | None
+    name: str
+    text: str
+    context: str
+    dates: str
+    tags: str
+    parts: int
+    embed_text: str
+
+    @property
+    def hash(self) -> str:
+        return digest(
+            self.memory,
+            str(self.chunk),
+            self.kind,
+            self.state,
+            self.scope or "",
+            self.source or "",
+            self.speaker,
+            self.created or "",
+            self.grp,
+            repr(self.importance),
+            self.name,
+            self.text,
+            self.context,
+            self.dates,
+            self.tags,
+            str(self.parts),
+            self.embed_text,
+        )
+
+
+@dataclass(frozen=True)
+class FactDoc:
+    memory: str
+    subject: str
+    predicate: str
+    object: str
+    statement: str
+    subject_key: str
+    predicate_key: str
+    scope: str | None
+    source: str | None
+    created: str
+
+    @property
+    def text(self) -> str:
+        head = f"{self.subject} {self.predicate}: {self.object}"
+        return head if not self.statement else f"{head}. {self.statement}"
+
+    @property
+    def hash(self) -> str:
+        return digest(self.memory, self.text, self.scope or "", self.source or "", self.created)
+
+
+def fact_doc(record: FactRecord) -> FactDoc | None:
+    """The row of a fact's current value (none for a retired fact or one with no current value)."""
+    value = record.current
+    if record.retired or value is None:
+        return None
+    return FactDoc(
+        memory=record.fact_id,
+        subject=value.subject,
+        predicate=value.predicate,
+        object=value.object,
+        statement=value.statement or "",
+        subject_key=record.subject_key,
+        predicate_key=record.predicate_key,
+        scope=record.scope,
+        source=None if value.source is None else value.source.name,
+        created=format_time(value.valid_from),
+    )
+
+
+def digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def note_item(record: NoteRecord) -> Item | None:
+    if record.state is State.RETIRED:
+        return None
+    note = record.note
+    return Item(
+        id=note.id,
+        kind="note",
+        text=note.body,
+        created=note.created,
+        state=record.state.value,
+        scope=note.scope,
+        source=None if note.source is None else note.source.name,
+        tags=note.tags,
+        importance=note.importance,
+        name=record.rel.stem,
+    )
+
+
+def log_item(record: LogRecord) -> Item | None:
+    if record.state is State.RETIRED:
+        return None
+    entry = record.entry
+    return Item(
+        id=entry.id,
+        kind="log",
+        text=entry.text,
+        created=entry.time,
+        state=record.state.value,
+        scope=entry.scope,
+        source=None if entry.source is None else entry.source.name,
+        tags=(),
+        importance=None,
+        name=entry.id,
+    )
+
+
+def speaker_of(text: str, source: str | None) -> str:
+    match = _SPEAKER.match(text)
+    if match:
+        return match.group(1)
+    return source or ""
+
+
+def date_words(moment: datetime | None) -> str:
+    """``8 May 2023 May 2023 2023-05-08`` (UTC): how people name the day a memory was written."""
+    if moment is None:
+        return ""
+    month = _MONTHS[moment.month - 1]
+    return f"{moment.day} {month} {moment.year} {month} {moment.year} {moment.date().isoformat()}"
+
+
+def group_of(item: Item) -> str:
+    """The memory's session: its stream's UTC day ("" when it has no time)."""
+    if item.created is None:
+        return ""
+    return f"{item.stream}\x1f{item.created.date().isoformat()}"
+
+
+def wikilinks(text: str) -> tuple[str, ...]:
+    """The normalised targets of ``[[target]]``, ``[[target|label]]`` and ``[[target#heading]]``."""
+    found = dict.fromkeys(link_key(m.group(1)) for m in _WIKILINK.finditer(text))
+    return tuple(k for k in found if k)
+
+
+def link_key(name: str) -> str:
+    name = name.strip()
+    if name.lower().endswith(".md"):
+        name = name[:-3]
+    return " ".join(name.rsplit("/", 1)[-1].split()).casefold()
+
+
+def _split(text: str, pattern: re.Pattern[str], joiner: str, target: int) -> list[str]:
+    out: list[str] = []
+    current = ""
+    for piece in (p.strip() for p in pattern.split(text)):
+        if not piece:
+            continue
+        if current and len(current) + len(piece) + len(joiner) > target:
+            out.append(current)
+            current = piece
+        else:
+            current = f"{current}{joiner}{piece}" if current else piece
+    if current:
+        out.append(current)
+    return out
+
+
+def chunk_text(text: str, target: int = CHUNK_TARGET) -> list[str]:
+    """``text`` cut into pieces of about ``target`` characters, on the largest boundary that works."""
+    text = text.strip()
+    if len(text) <= target * 5 // 4:
+        return [text] if text else [""]
+    out: list[str] = []
+    for para in _split(text, _PARAGRAPH, "\n\n", target):
+        if len(para) <= target * 5 // 4:
+            out.append(para)
+            continue
+        for sentence in _split(para, _SENTENCE, " ", target):
+            while len(sentence) > target * 5 // 4:
+                cut = sentence.rfind(" ", target // 2, target)
+                cut = target if cut < 0 else cut
+                out.append(sentence[:cut].strip())
+                sentence = sentence[cut:].strip()
+            if sentence:
+                out.append(sentence)
+    return out
+
+
+def _clip(text: str, limit: int = CONTEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit]
+
+
+def neighbours(item: Item, other: Item | None) -> bool:
+    """Whether ``other`` (before or after ``item`` in its stream) is close enough to be context."""
+    if other is None or item.created is None or other.created is None:
+        return False
+    return abs(item.created - other.created) <= NEIGHBOUR_WINDOW
+
+
+def item_docs(item: Item, before: Item | None, after: Item | None) -> list[ChunkDoc]:
+    """The chunk rows of ``item``, given the memories just before and after it in its stream."""
+    pieces = chunk_text(item.text)
+    prev_text = (
+        _clip(chunk_text(before.text)[-1][-CONTEXT_CHARS:]) if before and neighbours(item, before) else ""
+    )
+    next_text = _clip(chunk_text(after.text)[0]) if after is not None and neighbours(item, after) else ""
+    speaker = speaker_of(item.text, item.source)
+    created = None if item.created is None else format_time(item.created)
+    docs: list[ChunkDoc] = []
+    for i, piece in enumerate(pieces):
+        left = _clip(pieces[i - 1][-CONTEXT_CHARS:]) if i > 0 else prev_text
+        right = _clip(pieces[i + 1]) if i + 1 < len(pieces) else next_text
+        docs.append(
+            ChunkDoc(
+                memory=item.id,
+                chunk=i,
+                kind=item.kind,
+                state=item.state,
+                scope=item.scope,
+                source=item.source,
+                speaker=speaker if i == 0 else speaker_of(piece, item.source),
+                created=created,
+                grp=group_of(item),
+                importance=item.importance,
+                name=item.name,
+                text=piece,
+                context="\n".join(t for t in (left, right) if t),
+                dates=date_words(item.created),
+                tags="\n".join(item.tags),
+                parts=len(pieces),
+                embed_text="\n".join(t for t in (left, piece, right) if t),
+            )
+        )
+    return docs
+
+
+def order_key(item: Item) -> tuple[str, str]:
+    return ("" if item.created is None else format_time(item.created), item.id)
+
+
+def streams(items: Iterable[Item]) -> dict[str, list[Item]]:
+    """Items grouped by stream, each stream in write order (time, then id: ids are time-sortable)."""
+    out: dict[str, list[Item]] = {}
+    for item in items:
+        out.setdefault(item.stream, []).append(item)
+    for members in out.values():
+        members.sort(key=order_key)
+    return out
+
+
+def all_docs(items: Sequence[Item]) -> list[ChunkDoc]:
+    """Every chunk row of ``items`` (the whole index's chunk side), in a stable order."""
+    docs: list[ChunkDoc] = []
+    for members in streams(items).values():
+        for i, item in enumerate(members):
+            before = members[i - 1] if i > 0 else None
+            after = members[i + 1] if i + 1 < len(members) else None
+            docs.extend(item_docs(item, before, after))
+    docs.sort(key=lambda d: (d.memory, d.chunk))
+    return docs

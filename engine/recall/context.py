@@ -1,0 +1,285 @@
+"""``get_context``: facts first, then notes by hybrid search, packed into the budget (``recall:*``)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.errors import InvalidInput
+from engine.index.indexer import Indexer
+from engine.index.schema import FACT_WEIGHTS
+from engine.memory import Caller, Memory
+from engine.recall import budget as B
+from engine.recall.fusion import Candidate, Weights, fuse
+from engine.recall.lexical import lexical_score
+from engine.recall.query import Query, names_person, parse_query, quote
+from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
+from engine.recall.scopes import FactHit, counterparts, scope_rule
+from engine.recall.search import Hit, graph_hits, rank_chunks
+
+log = logging.getLogger("almanac.engine.recall")
+
+BANNER = "> **⚠️ From cold storage — this was true at one time, but it may not be true now.**"
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    max_tokens_default: int = 800
+    max_tokens_limit: int = 4000
+    min_tokens: int = 100
+    facts_share: float = 0.5
+    facts_for_query: int = 12
+    facts_without_query: int = 20
+    notes_limit: int = 20
+    nearest_on_miss: int = 3
+    min_match_score: float = MIN_MATCH_SCORE
+    fact_min_cosine: float = 0.5
+    include_archived: bool = False
+    depth: int = 100
+    weights: Weights = field(default_factory=Weights)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A note search: ranked hits, how they were matched, and whether anything closely matched."""
+
+    hits: tuple[Hit, ...]
+    retrieval: str
+    relevant: bool
+    confidence: float
+
+
+class Recall:
+    def __init__(self, indexer: Indexer, settings: RecallSettings | None = None) -> None:
+        self.indexer = indexer
+        self.db = indexer.db
+        self.settings = settings or RecallSettings()
+
+    # -- the pieces --------------------------------------------------------------------------------
+
+    def _qvec(self, query: Query) -> np.ndarray[Any, Any] | None:
+        status = self.indexer.status
+        if query.empty or not self.db.vectors or status is None or not status.ready:
+            return None
+        counts = self.db.counts()
+        if counts["chunks"] + counts["facts"] == counts["chunks_pending"] + counts["facts_pending"]:
+            return None  # nothing embedded yet: keyword mode until the backlog starts to clear
+        try:
+            vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(query.text)
+            return vec
+        except Exception as exc:  # a failing provider degrades recall to keywords, never breaks it
+            log.warning("query embedding failed, answering by keywords: %s", exc)
+            return None
+
+    def _unknown_names(self, query: Query) -> int:
+        known = 0
+        for name in query.names:
+            for table in ("chunks", "facts"):
+                if self.db.fts(table, quote(name), (1.0,) * (5 if table == "chunks" else 4), 1):
+                    known += 1
+                    break
+        return len(query.names) - known
+
+    def search(
+        self,
+        text: str | None,
+        *,
+        scope: str | None = None,
+        include_archived: bool = False,
+        limit: int | None = None,
+        qvec: np.ndarray[Any, Any] | None = None,
+    ) -> Searched:
+        """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
+        query = parse_query(text)
+        if query.empty:
+            return Searched((), "facts", False, 0.0)
+        vector = qvec if qvec is not None else self._qvec(query)
+
+        def visible(state: str, item_scope: str | None) -> bool:
+            if state == "archived" and not include_archived:
+                return False
+            return scope is None or item_scope in (None, scope)
+
+        ranked = rank_chunks(
+            self.db,
+            query,
+            vector,
+            visible,
+            depth=self.settings.depth,
+            limit=limit or self.settings.notes_limit,
+            weights=self.settings.weights,
+        )
+        if ranked.semantic:
+            retrieval = "hybrid" if ranked.keyword else "semantic"
+        else:
+            retrieval = "keyword" if ranked.keyword else "facts"
+        best = [confidence(h.lexical, h.cosine) for h in ranked.hits[:5]]
+        conf = query_confidence(best, self._unknown_names(query), len(query.names))
+        hits = ranked.hits + tuple(graph_hits(self.db, ranked.hits, visible))
+        return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
+
+    def facts(self, query: Query, qvec: np.ndarray[Any, Any] | None, scope: str | None) -> list[FactHit]:
+        """The best-matching current facts (newest first without a query), scope rule applied."""
+        found: list[FactHit] = []
+        if query.empty:
+            limit = self.settings.facts_without_query
+            rows = sorted(self.db.fact_rows().values(), key=lambda r: r.created, reverse=True)
+            found = [FactHit(r, 1.0, 1.0) for r in rows]
+        else:
+            limit = self.settings.facts_for_query
+            keyword = self.db.fts("facts", query.fts, FACT_WEIGHTS, 50)
+            nearest = self.db.knn("facts", qvec, 50) if qvec is not None else []
+            near, bm25 = dict(nearest), dict(keyword)
+            wanted = [r for r, _ in keyword] + [r for r, c in nearest if c >= self.settings.fact_min_cosine]
+            rows_by_id = self.db.fact_rows(list(dict.fromkeys(wanted)))
+            cands = [
+                Candidate(
+                    k, r.memory, "", bm25.get(k), near.get(k), k in near, names_person(query, r.subject)
+                )
+                for k, r in rows_by_id.items()
+            ]
+            for s in fuse(cands, None, self.settings.weights):
+                row = rows_by_id[s.key]
+                lex = lexical_score(
+                    query.terms, f"{row.subject} {row.predicate} {row.object} {row.statement}"
+                )
+                found.append(FactHit(row, s.score, confidence(lex, s.cosine)))
+        if scope is not None:
+            twins = self.db.facts_by_memory(counterparts([h.row for h in found], scope))
+            found = scope_rule(found, scope, twins)
+        return found[:limit]
+
+    # -- get_context -------------------------------------------------------------------------------
+
+    def get_context(
+        self,
+        caller: Caller,
+        query: str | None = None,
+        scope: str | None = None,
+        max_tokens: int | None = None,
+        include_archived: bool | None = None,
+    ) -> dict[str, Any]:
+        settings = self.settings
+        scope = Memory._read_scope(caller, scope)
+        budget = settings.max_tokens_default if max_tokens is None else max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int):
+            raise InvalidInput("max_tokens must be a whole number of tokens")
+        if not settings.min_tokens <= budget <= settings.max_tokens_limit:
+            raise InvalidInput(
+                f"max_tokens {budget} is out of range: use {settings.min_tokens} to "
+                f"{settings.max_tokens_limit} (default {settings.max_tokens_default})"
+            )
+        archived = settings.include_archived if include_archived is None else include_archived
+        parsed = parse_query(query)
+        qvec = self._qvec(parsed)
+        searched = self.search(query, scope=scope, include_archived=archived, qvec=qvec)
+        facts = self.facts(parsed, qvec, scope)
+        hits = list(searched.hits)
+        relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
+        if not parsed.empty and not relevant:
+            hits = hits[: settings.nearest_on_miss]
+        fact_items = [self._fact_item(f) for f in facts]
+        note_items = [self._note_item(h) for h in hits]
+        newest = self._newest_relevant(hits)
+        envelope: dict[str, Any] = {
+            "facts": [],
+            "notes": [],
+            "retrieval": searched.retrieval if not parsed.empty else "facts",
+            "relevant": relevant,
+            "tokens": budget,
+            "dropped": {"count": len(fact_items) + len(note_items), "ids": []},
+        }
+        plan = B.pack(
+            [B.Entry(i["id"], B.json_tokens(i) + 1, i["score"], "fact") for i in fact_items],
+            [
+                B.Entry(i["id"], B.json_tokens(i) + 1, i["score"], i["reason"], i["id"] == newest)
+                for i in note_items
+            ],
+            budget - B.json_tokens(envelope),
+            facts_share=settings.facts_share,
+            max_facts=len(fact_items),
+        )
+        by_id = {i["id"]: i for i in fact_items + note_items}
+        notes = [by_id[i] for i in plan.notes]
+        if plan.squeeze is not None:
+            squeezed = [self._squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
+            notes = [n for n in squeezed if n is not None]
+        reply = {
+            **envelope,
+            "facts": [by_id[i] for i in plan.facts],
+            "notes": notes,
+            "dropped": {"count": len(plan.dropped), "ids": list(plan.dropped[: B.MAX_DROPPED_IDS])},
+        }
+        reply["tokens"] = B.json_tokens(reply)
+        return reply
+
+    @staticmethod
+    def _squeeze(item: dict[str, Any], allowance: int) -> dict[str, Any] | None:
+        text = item["text"]
+        while text:
+            text, _ = B.cut_text(text, max(len(text) * 3 // 4, 0))
+            trial = {**item, "text": text, "cut": True}
+            if B.json_tokens(trial) + 1 <= allowance:
+                return trial
+            if len(text) <= len(B.CUT_MARK):
+                break
+        return None
+
+    def _newest_relevant(self, hits: list[Hit]) -> str | None:
+        relevant = [
+            h
+            for h in hits
+            if confidence(h.lexical, h.cosine) >= self.settings.min_match_score and h.row.created
+        ]
+        if not relevant:
+            return None
+        return max(relevant, key=lambda h: (h.row.created or "", h.memory)).memory
+
+    @staticmethod
+    def _fact_item(hit: FactHit) -> dict[str, Any]:
+        row = hit.row
+        text, cut = B.cut_text(row.statement or f"{row.subject} {row.predicate}: {row.object}")
+        item: dict[str, Any] = {
+            "id": row.memory,
+            "kind": "fact",
+            "text": text,
+            "subject": row.subject,
+            "predicate": row.predicate,
+            "object": row.object,
+            "score": round(hit.score, 4),
+            "reason": "fact",
+            "source": row.source,
+            "created": row.created,
+            "scope": row.scope,
+            "tags": [],
+        }
+        if cut:
+            item["cut"] = True
+        if hit.scope_note:
+            item["scope_note"] = hit.scope_note
+        return item
+
+    @staticmethod
+    def _note_item(hit: Hit) -> dict[str, Any]:
+        row = hit.row
+        text, cut = B.cut_text(row.text)
+        item: dict[str, Any] = {
+            "id": row.memory,
+            "kind": row.kind,
+            "text": text,
+            "score": round(hit.score, 4),
+            "reason": hit.reason,
+            "source": row.source,
+            "created": row.created,
+            "scope": row.scope,
+            "tags": row.tags.split("\n") if row.tags else [],
+        }
+        if cut or row.parts > 1:
+            item["cut"] = True
+        if row.state == "archived":
+            item["archived"] = True
+            item["banner"] = BANNER
+        return item

@@ -1,0 +1,121 @@
+"""Ranking: weighted fusion of keyword and meaning scores, plus context priors (pure).
+
+For each candidate chunk (found by FTS5 or by vector KNN)::
+
+    score = bm25 / max bm25                         keyword, 0 … 1
+          + vector × (cos − min cos) / (max − min)  meaning, min-max over the candidates
+          + person  if the query names its speaker or source
+          + group × its session's score             (same formula over whole sessions)
+          + a nudge of at most ±nudge for importance (never enough to pass a clearly better match)
+
+Weights are :class:`Weights`; the defaults are the ones measured on LoCoMo's dev halves
+(docs/recall.md). Reciprocal-rank fusion with k = 60 measured worse and is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Weights:
+    vector: float = 1.5
+    person: float = 0.75
+    group: float = 0.5
+    group_vector: float = 1.5
+    nudge: float = 0.02  # life:rank-floors: importance only reorders near-ties
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: int
+    memory: str
+    group: str
+    bm25: float | None = None  # negated bm25 (higher is better); None when not a keyword match
+    cosine: float | None = None  # raw cosine similarity; None when it has no vector yet
+    knn: bool = False  # among the nearest vectors (a meaning match)
+    person: bool = False  # the query names its speaker / source
+    importance: float | None = None
+    created: str | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    key: int
+    memory: str
+    score: float
+    reason: str  # keyword | semantic | both
+    cosine: float | None
+    created: str | None
+
+
+def _norm_max(values: Mapping[int, float] | Mapping[str, float]) -> float:
+    top = max(values.values(), default=0.0)
+    return top if top > 0 else 1.0
+
+
+def minmax(values: Mapping[int, float]) -> dict[int, float]:
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    span = high - low
+    return {k: (v - low) / span if span > 1e-9 else 1.0 for k, v in values.items()}
+
+
+def group_scores(
+    bm25: Mapping[str, float], cosine: Mapping[str, float], weights: Weights | None = None
+) -> dict[str, float]:
+    """A score per session: normalised bm25 over its whole text + ``group_vector`` × min-max cosine."""
+    weights = weights or Weights()
+    top = _norm_max(bm25)
+    keys = sorted(set(bm25) | set(cosine))
+    index = {k: i for i, k in enumerate(keys)}
+    cos = minmax({index[k]: v for k, v in cosine.items()})
+    return {k: bm25.get(k, 0.0) / top + weights.group_vector * cos.get(index[k], 0.0) for k in keys}
+
+
+def reason_of(candidate: Candidate) -> str:
+    if candidate.bm25 is not None and candidate.knn:
+        return "both"
+    return "keyword" if candidate.bm25 is not None else "semantic"
+
+
+def fuse(
+    candidates: Sequence[Candidate],
+    groups: Mapping[str, float] | None = None,
+    weights: Weights | None = None,
+) -> list[Scored]:
+    """Candidates scored and sorted best first (ties: newer first, then key)."""
+    weights = weights or Weights()
+    top = _norm_max({c.key: c.bm25 for c in candidates if c.bm25 is not None})
+    cos = minmax({c.key: c.cosine for c in candidates if c.cosine is not None})
+    groups = groups or {}
+    out: list[Scored] = []
+    for c in candidates:
+        score = (c.bm25 or 0.0) / top + weights.vector * cos.get(c.key, 0.0)
+        if c.person:
+            score += weights.person
+        score += weights.group * groups.get(c.group, 0.0)
+        if c.importance is not None:
+            score += weights.nudge * (c.importance - 0.5) * 2
+        out.append(Scored(c.key, c.memory, score, reason_of(c), c.cosine, c.created))
+    out.sort(key=lambda s: s.key)
+    out.sort(key=lambda s: s.created or "", reverse=True)
+    out.sort(key=lambda s: -s.score)
+    return out
+
+
+def best_per_memory(scored: Sequence[Scored]) -> list[Scored]:
+    """One entry per memory (its best chunk), order kept."""
+    seen: set[str] = set()
+    out: list[Scored] = []
+    for s in scored:
+        if s.memory not in seen:
+            seen.add(s.memory)
+            out.append(s)
+    return out
+
+
+def with_reason(scored: Scored, reason: str) -> Scored:
+    return replace(scored, reason=reason)

@@ -1,0 +1,56 @@
+"""Keyword coverage of a memory (pure, ``life:lexical``).
+
+The score is the fraction of the query's distinct words the memory accounts for — a word found
+among its tags counts fully, one found in its body counts :data:`BODY_WEIGHT` — plus
+:data:`VERBATIM_BONUS` when the memory contains the query's words verbatim, in order. Words are
+compared after a light suffix strip (``branches`` ~ ``branch``). It is an absolute measure
+(0 … 1 + bonus), which is why recall uses it to decide whether anything matched at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engine.recall.query import STOP_WORDS, words_of
+
+BODY_WEIGHT = 0.8
+TAG_WEIGHT = 1.0
+VERBATIM_BONUS = 0.2
+_SUFFIXES = ("ing", "ies", "ied", "es", "ed", "ly", "s")
+
+
+def stem(word: str) -> str:
+    if len(word) <= 4:
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            return base + "y" if suffix in ("ies", "ied") else base
+    return word
+
+
+def stems(words: Iterable[str]) -> set[str]:
+    return {stem(w) for w in words}
+
+
+def lexical_score(query_terms: tuple[str, ...], body: str, tags: Iterable[str] = ()) -> float:
+    """Coverage of ``query_terms`` by ``body`` and ``tags`` (0 … 1), plus the verbatim bonus."""
+    if not query_terms:
+        return 0.0
+    body_words = words_of(body)
+    in_body = stems(body_words)
+    in_tags = stems(w for tag in tags for w in words_of(tag))
+    covered = 0.0
+    for term in query_terms:
+        s = stem(term)
+        covered += TAG_WEIGHT if s in in_tags else BODY_WEIGHT if s in in_body else 0.0
+    score = covered / len(query_terms)
+    if len(query_terms) >= 2 and _contains_run(body_words, query_terms):
+        score += VERBATIM_BONUS
+    return score
+
+
+def _contains_run(words: list[str], terms: tuple[str, ...]) -> bool:
+    content = [w for w in words if len(w) >= 2 and w not in STOP_WORDS]
+    n = len(terms)
+    return any(tuple(content[i : i + n]) == terms for i in range(len(content) - n + 1))

@@ -1,0 +1,199 @@
+"""Query text → what the searches use (pure). FTS5 only ever sees quoted terms (``recall:query-safe``).
+
+Words are Unicode word runs, case-folded; words shorter than two characters and English stop
+words are dropped (``life:lexical``). Each remaining word becomes an FTS5 string (``"word"``,
+with any ``"`` doubled), joined by ``OR``: hyphens, quotes, ``AND``/``NEAR``, apostrophes, emoji
+and other scripts can never form FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NAME = re.compile(r"\b([A-Z][\w'’-]*)")
+MAX_TERMS = 32
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    terms: tuple[str, ...]  # distinct searchable words, in order
+    words: frozenset[str]  # every word of the query (stop words too), for matching names
+    names: tuple[str, ...]  # capitalised words after the first (candidate names), case-folded
+
+    @property
+    def fts(self) -> str:
+        return fts_expression(self.terms)
+
+    @property
+    def empty(self) -> bool:
+        return not self.text.strip()
+
+
+def words_of(text: str) -> list[str]:
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return [w.strip("_") for w in _WORD.findall(folded) if w.strip("_")]
+
+
+def terms_of(text: str) -> tuple[str, ...]:
+    """The query's searchable words: distinct, ≥ 2 characters, not stop words, at most 32."""
+    out = dict.fromkeys(w for w in words_of(text) if len(w) >= 2 and w not in STOP_WORDS)
+    return tuple(out)[:MAX_TERMS]
+
+
+def quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def fts_expression(terms: tuple[str, ...]) -> str:
+    """``"a" OR "b"``; empty when there is nothing to search for."""
+    return " OR ".join(quote(t) for t in terms)
+
+
+def parse_query(text: str | None) -> Query:
+    text = (text or "").strip()
+    names: list[str] = []
+    for i, match in enumerate(_NAME.finditer(text)):
+        word = re.sub(r"['’]s$", "", match.group(1)).casefold()
+        if (i > 0 or match.start() > 0) and word not in STOP_WORDS and len(word) >= 2:
+            names.append(word)
+    return Query(text, terms_of(text), frozenset(words_of(text)), tuple(dict.fromkeys(names)))
+
+
+def names_person(query: Query, person: str) -> bool:
+    """Whether the query names ``person`` (every word of the name appears in the query)."""
+    parts = words_of(person)
+    return bool(parts) and all(p in query.words for p in parts)

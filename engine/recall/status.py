@@ -1,0 +1,77 @@
+"""``memory_status`` (``recall:status``): counts, bytes, index backlog, provider state, settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine.index.indexer import INDEX_DIR
+from engine.memory import Caller
+from engine.recall.context import Recall
+from engine.store.model import State
+
+
+def _bytes(root: Path, skip: tuple[str, ...] = ()) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        if Path(dirpath) == root:
+            dirnames[:] = [d for d in dirnames if d not in skip]
+        for name in filenames:
+            try:
+                total += os.stat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
+    indexer = recall.indexer
+    ws = indexer.ws
+    visible = caller.pinned_scope
+    with ws.lock:
+        counts: dict[str, dict[str, int]] = {
+            kind: {s.value: 0 for s in State} for kind in ("fact", "note", "log")
+        }
+        for record in ws.facts.records.values():
+            if visible is None or record.scope in (None, visible):
+                counts["fact"]["retired" if record.retired else "live"] += 1
+        for note in ws.notes.values():
+            if visible is None or note.note.scope in (None, visible):
+                counts["note"][note.state.value] += 1
+        for entry in ws.logs.values():
+            if visible is None or entry.entry.scope in (None, visible):
+                counts["log"][entry.state.value] += 1
+        newest = ws.remembered_at()
+        problems = len(ws.problems)
+    index = indexer.db.counts()
+    provider = indexer.status
+    settings = asdict(recall.settings)
+    settings["embedding_provider"] = indexer.embedder.provider
+    return {
+        "counts": counts,
+        "storage_bytes": {
+            "store": _bytes(ws.root, skip=(INDEX_DIR, ".cache")),
+            "index": _bytes(ws.root / INDEX_DIR) if (ws.root / INDEX_DIR).exists() else 0,
+        },
+        "index": {
+            "chunks": index["chunks"],
+            "facts": index["facts"],
+            "links": index["links"],
+            "waiting_for_embeddings": index["chunks_pending"] + index["facts_pending"],
+            "sessions_waiting": index["groups_dirty"],
+            "model_id": indexer.db.model_id,
+            "dim": indexer.db.dim,
+        },
+        "embedding": provider.to_json()
+        if provider is not None
+        else {
+            "provider": indexer.embedder.provider,
+            "state": "checking",
+            "model_id": indexer.embedder.model_id,
+        },
+        "settings": settings,
+        "newest_memory": None if newest is None else newest.isoformat(),
+        "unreadable_files": problems,
+    }
