@@ -2,6 +2,7 @@
 
     python -m engine --stdio --dir PATH          one local user, MCP over stdin/stdout
     python -m engine --socket SOCK --dir PATH    streamable HTTP on a Unix socket, for the gateway
+    python -m engine --reindex --dir PATH        delete and rebuild the workspace's index, then exit
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT finish writes in flight), 2 for bad
 arguments, 3 when another engine already serves the directory (see docs/wire.md).
@@ -10,11 +11,15 @@ arguments, 3 when another engine already serves the directory (see docs/wire.md)
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -26,8 +31,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.embed import make_embedder
 from engine.errors import WorkspaceLocked
+from engine.index.indexer import INDEX_DIR, Indexer
 from engine.memory import Memory
+from engine.recall.context import Recall
 from engine.store.workspace import Workspace
 from engine.tools import build_server
 
@@ -45,8 +53,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="speak MCP on stdin/stdout (one local user)")
     mode.add_argument("--socket", metavar="PATH", help="serve MCP streamable HTTP on this Unix socket")
+    mode.add_argument("--reindex", action="store_true", help="rebuild the index from the store and exit")
     parser.add_argument("--dir", required=True, metavar="PATH", help="the workspace directory")
     parser.add_argument("--embedder-socket", metavar="PATH", help="the host embedder service's socket")
+    parser.add_argument(
+        "--embedding-provider",
+        default="local",
+        choices=["local", "vertex", "off"],
+        help="how notes are embedded when no --embedder-socket is given (default: local)",
+    )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -76,6 +91,22 @@ def socket_app(mcp: MCPServer) -> Starlette:
     return app
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM after its graceful shutdown (exit 143); we want a clean 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop)
+        yield
+
+    def _stop(self) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
 def serve_socket(mcp: MCPServer, path: str) -> None:
     sock = _bind(path)
     config = uvicorn.Config(
@@ -85,7 +116,7 @@ def serve_socket(mcp: MCPServer, path: str) -> None:
         timeout_graceful_shutdown=10,
         access_log=False,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     try:
         server.run(sockets=[sock])
     finally:
@@ -103,12 +134,27 @@ def main(argv: list[str] | None = None) -> int:
     except WorkspaceLocked as exc:
         print(f"almanac engine: {exc.message}", file=sys.stderr)
         return EXIT_LOCKED
+    embedder = (
+        make_embedder("remote", socket_path=args.embedder_socket)
+        if args.embedder_socket
+        else make_embedder(args.embedding_provider)
+    )
     try:
-        mcp = build_server(Memory(workspace), version=VERSION)
-        if args.stdio:
-            anyio.run(mcp.run_stdio_async)
-        else:
-            serve_socket(mcp, args.socket)
+        if args.reindex:
+            shutil.rmtree(workspace.root / INDEX_DIR, ignore_errors=True)
+        indexer = Indexer(workspace, embedder)
+        indexer.start()
+        try:
+            if args.reindex:
+                indexer.wait_idle(float("inf"))
+                return 0
+            mcp = build_server(Memory(workspace), version=VERSION, recall=Recall(indexer))
+            if args.stdio:
+                anyio.run(mcp.run_stdio_async)
+            else:
+                serve_socket(mcp, args.socket)
+        finally:
+            indexer.stop()
     finally:
         workspace.close()
     return 0

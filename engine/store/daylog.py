@@ -83,7 +83,7 @@ def parse_daylog(text: str) -> tuple[list[LogEntry], list[Problem]]:
             if current is None:
                 problems.append(Problem(number, "not a log entry header ('- <time> log_… {…}')"))
         elif current is not None and (line.startswith("  ") or not line.strip()):
-            body.append(line[2:])
+            body.append(raw[2:])
         elif line.strip() and not line.startswith("#"):
             if current is not None:
                 close()

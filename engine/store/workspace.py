@@ -17,14 +17,16 @@ writer; the lock orders its threads).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 
+from engine.errors import StoreUnavailable
 from engine.store import daylog, fsio, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
@@ -57,6 +59,18 @@ class FileProblem:
     line: int
     message: str
     torn: bool = False
+
+
+@contextlib.contextmanager
+def durable(what: str) -> Iterator[None]:
+    """Turn an I/O failure into a refusal that says nothing was saved."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"could not {what} durably ({exc.strerror or exc}); nothing was saved. "
+            "Check the workspace directory's disk space and permissions, then try again."
+        ) from exc
 
 
 def content_key(scope: str | None, text: str) -> str:
@@ -171,7 +185,8 @@ class Workspace:
         block = ledger.format_event(event)
         if not path.exists():
             block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
-        fsio.append_durable(path, block.encode())
+        with durable("append to the ledger"):
+            fsio.append_durable(path, block.encode())
         self.facts.apply(event)
         self._changed(event.memory)
 
@@ -180,7 +195,8 @@ class Workspace:
 
     def save_note(self, note: Note, rel: Path) -> NoteRecord:
         record = NoteRecord(note, rel, State.LIVE)
-        fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode())
+        with durable("write the note"):
+            fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode())
         self.notes[note.id] = record
         self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
         self._changed(note.id)
@@ -189,7 +205,8 @@ class Workspace:
     def move_note(self, note_id: str, state: State) -> NoteRecord:
         record = self.notes[note_id]
         moved = NoteRecord(record.note, record.rel, state)
-        fsio.move_durable(self.note_path(record), self.note_path(moved))
+        with durable("move the note"):
+            fsio.move_durable(self.note_path(record), self.note_path(moved))
         self.notes[note_id] = moved
         key = content_key(record.note.scope, record.note.body)
         if state is State.LIVE:
@@ -207,7 +224,8 @@ class Workspace:
         text = daylog.format_entry(entry)
         if not path.exists():
             text = daylog.day_title(day) + text
-        fsio.append_durable(path, text.encode())
+        with durable("append to the day log"):
+            fsio.append_durable(path, text.encode())
         record = LogRecord(entry, day, state)
         self.logs[entry.id] = record
         self._changed(entry.id)
@@ -218,7 +236,8 @@ class Workspace:
         record = self.logs[entry_id]
         source = self.log_file(record.day, record.state)
         self.append_log(record.entry, record.day, state)
-        fsio.write_atomic(source, daylog.remove_entry(self._read(source), entry_id).encode())
+        with durable("rewrite the day log"):
+            fsio.write_atomic(source, daylog.remove_entry(self._read(source), entry_id).encode())
         return self.logs[entry_id]
 
     def remembered_at(self) -> datetime | None:
