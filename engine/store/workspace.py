@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 from engine.errors import StoreUnavailable
