@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         f"wrong conversation relevant=false {hm['wrong_relevant_false']}%"
     )
     print(
-        f"search {result['ms_per_question']} ms/question (+ {result['query_embedding_ms']} ms query embedding)"
+        f"search {result['ms_per_question']} ms/question "
+        f"(+ {result['query_embedding_ms']} ms query embedding)"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")

@@ -189,6 +189,11 @@ class IndexReads:
             ).fetchall()
         return {str(s) for (s,) in rows if s}
 
+    def any_embedded(self) -> bool:
+        with self.lock:
+            sql = "SELECT EXISTS (SELECT 1 FROM chunks WHERE pending = 0) OR EXISTS (SELECT 1 FROM facts WHERE pending = 0)"
+            return bool(self.db.execute(sql).fetchall()[0][0])
+
     def counts(self) -> dict[str, int]:
         with self.lock:
             one = self.db.execute

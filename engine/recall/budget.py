@@ -25,7 +25,7 @@ MAX_DROPPED_IDS = 20
 
 
 def estimate_tokens(text: str) -> int:
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    ascii_chars = len(text.encode("ascii", "ignore"))
     return -(-ascii_chars // 4) + (len(text) - ascii_chars)
 
 

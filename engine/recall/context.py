@@ -38,6 +38,7 @@ class RecallSettings:
     min_match_score: float = MIN_MATCH_SCORE
     fact_min_cosine: float = 0.5
     include_archived: bool = False
+    semantic: bool = True  # False: keyword search only
     depth: int = 100
     weights: Weights = field(default_factory=Weights)
 
@@ -62,10 +63,15 @@ class Recall:
 
     def _qvec(self, query: Query) -> np.ndarray[Any, Any] | None:
         status = self.indexer.status
-        if query.empty or not self.db.vectors or status is None or not status.ready:
+        if (
+            query.empty
+            or not self.settings.semantic
+            or not self.db.vectors
+            or status is None
+            or not status.ready
+        ):
             return None
-        counts = self.db.counts()
-        if counts["chunks"] + counts["facts"] == counts["chunks_pending"] + counts["facts_pending"]:
+        if not self.db.any_embedded():
             return None  # nothing embedded yet: keyword mode until the backlog starts to clear
         try:
             vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(query.text)

@@ -10,6 +10,7 @@ compared after a light suffix strip (``branches`` ~ ``branch``). It is an absolu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from engine.recall.query import STOP_WORDS, words_of
 
@@ -19,6 +20,7 @@ VERBATIM_BONUS = 0.2
 _SUFFIXES = ("ing", "ies", "ied", "es", "ed", "ly", "s")
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     if len(word) <= 4:
         return word

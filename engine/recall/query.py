@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from dataclasses import dataclass
 
 STOP_WORDS = frozenset(
@@ -195,5 +196,10 @@ def parse_query(text: str | None) -> Query:
 
 def names_person(query: Query, person: str) -> bool:
     """Whether the query names ``person`` (every word of the name appears in the query)."""
-    parts = words_of(person)
+    parts = _name_words(person)
     return bool(parts) and all(p in query.words for p in parts)
+
+
+@lru_cache(maxsize=4096)
+def _name_words(person: str) -> tuple[str, ...]:
+    return tuple(words_of(person))

@@ -1,0 +1,241 @@
+"""Engine-side latency of ``get_context`` and ``remember`` (``perf:context-small``, ``perf:context-large``,
+``perf:write``).
+
+    python -m bench.latency [--small-only] [--large-chunks 100000] [--queries 200] [--write-docs]
+
+Two workspaces: one shaped like a live one (87 notes cut into 1,845 chunks, 994 fact rows;
+embedded by the real local model), and one of 100,000 chunks (document vectors from a fast
+deterministic hashing embedder, so that building it takes minutes, not hours; the *query* is
+still embedded by the real model, so hybrid timings include a real query embedding). Reported
+beside them: raw FTS5 query time over the same index in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
+from engine.embed.local import LocalEmbedder
+from engine.index.indexer import Indexer
+from engine.index.schema import CHUNK_WEIGHTS
+from engine.memory import Caller, Memory
+from engine.recall.context import Recall, RecallSettings
+from engine.recall.query import parse_query
+from engine.store.model import Note, Source
+from engine.store.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLER = Caller(client_name="bench")
+_SYLLABLES = [a + b for a in "bcdfghklmnprstvz" for b in ("a", "e", "i", "o", "u", "ai", "or", "en")]
+
+
+class HashDocsEmbedder:
+    """Document vectors from a hash (fast, meaningless); queries from the real model (real cost)."""
+
+    def __init__(self, real: LocalEmbedder) -> None:
+        self.real = real
+
+    @property
+    def provider(self) -> ProviderName:
+        return "local"
+
+    @property
+    def model_id(self) -> str:
+        return "bench-hash-docs-384"
+
+    @property
+    def dim(self) -> int:
+        return self.real.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
+        rows = np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds])
+        return l2_normalize(rows.astype(np.float32))
+
+    def embed_query(self, text: str) -> Vector:
+        return self.real.embed_query(text)
+
+    def probe(self) -> ProviderStatus:
+        return ProviderStatus("local", "ready", self.model_id, self.dim)
+
+
+def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
+    words = {"".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(size * 2)}
+    return sorted(words)[:size]
+
+
+def sentence(rng: random.Random, vocab: list[str], n: int) -> str:
+    # Zipf-like: low indices are common words
+    picks = [vocab[min(int(rng.paretovariate(1.1)) - 1, len(vocab) - 1)] for _ in range(n)]
+    return " ".join(picks).capitalize() + "."
+
+
+def note_text(rng: random.Random, vocab: list[str], chars: int) -> str:
+    paragraphs, size = [], 0
+    while size < chars:
+        para = " ".join(sentence(rng, vocab, rng.randint(8, 20)) for _ in range(rng.randint(3, 6)))
+        paragraphs.append(para)
+        size += len(para) + 2
+    return "\n\n".join(paragraphs)
+
+
+def build(
+    root: Path, embedder: Any, notes: int, chars: int, facts: int, seed: int = 7
+) -> tuple[Workspace, Indexer]:
+    rng = random.Random(seed)
+    vocab = vocabulary(rng)
+    ws = Workspace(root)
+    ws.open()
+    memory = Memory(ws)
+    indexer = Indexer(ws, embedder, scan_interval_s=None)
+    indexer.start()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with ws.lock:
+        for i in range(notes):
+            created = start + timedelta(minutes=37 * i)
+            note = Note(f"nte_bench{i:021d}", note_text(rng, vocab, chars), created, source=Source("bench"))
+            ws.save_note(note, Path(f"{created:%Y/%m/%d}", f"{note.id}.md"))
+    for i in range(facts):
+        memory.save_memory(CALLER, f"{rng.choice(vocab)} {i}", rng.choice(vocab[:60]), rng.choice(vocab))
+    if not indexer.wait_idle(7200):
+        raise RuntimeError("indexing did not finish")
+    return ws, indexer
+
+
+def percentiles(samples: list[float]) -> tuple[float, float, float]:
+    qs = statistics.quantiles(samples, n=100, method="inclusive")
+    return round(statistics.median(samples), 2), round(qs[94], 2), round(qs[98], 2)
+
+
+def timed(fn: Callable[[], object], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def measure(
+    ws: Workspace, indexer: Indexer, runs: int, seed: int = 11
+) -> dict[str, tuple[float, float, float]]:
+    rng = random.Random(seed)
+    texts = [r.note.body for r in ws.notes.values()]
+    queries = []
+    for _ in range(runs):
+        words = rng.choice(texts).split()
+        at = rng.randrange(max(len(words) - 6, 1))
+        queries.append(" ".join(words[at : at + rng.randint(3, 6)]).strip(".,"))
+    hybrid = Recall(indexer)
+    keyword = Recall(indexer, RecallSettings(semantic=False))
+    it = iter(queries * 4)
+    fts = [parse_query(q).fts for q in queries]
+    ft = iter(fts)
+    memory = Memory(ws)
+    counter = iter(range(10**9))
+    for q in queries[:10]:  # warm up caches and the model
+        hybrid.get_context(CALLER, q)
+    return {
+        "FTS5 query alone (raw, top 100)": percentiles(
+            timed(lambda: indexer.db.fts("chunks", next(ft), CHUNK_WEIGHTS, 100), runs)
+        ),
+        "get_context keyword": percentiles(timed(lambda: keyword.get_context(CALLER, next(it)), runs)),
+        "get_context hybrid (query embedding included)": percentiles(
+            timed(lambda: hybrid.get_context(CALLER, next(it)), runs)
+        ),
+        "remember (durable note + FTS rows)": percentiles(
+            timed(lambda: memory.remember(CALLER, f"latency probe {next(counter)} {rng.random()}"), runs)
+        ),
+    }
+
+
+def render(title: str, shape: str, rows: dict[str, tuple[float, float, float]]) -> str:
+    lines = [f"### {title}", "", shape, "", "| operation | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
+    lines += [f"| {name} | {p50} | {p95} | {p99} |" for name, (p50, p95, p99) in rows.items()]
+    return "\n".join(lines) + "\n"
+
+
+START, END = "<!-- engine-latency:start -->", "<!-- engine-latency:end -->"
+
+
+def write_docs(section: str, path: Path = ROOT / "docs" / "benchmarks.md") -> None:
+    """Replace only this bench's section of docs/benchmarks.md (other sections are left alone)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    block = f"{START}\n{section}{END}"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=200, help="timed calls per operation")
+    parser.add_argument("--small-notes", type=int, default=87)
+    parser.add_argument("--small-chars", type=int, default=16_500, help="characters per note (≈ 21 chunks)")
+    parser.add_argument("--facts", type=int, default=994)
+    parser.add_argument("--large-chunks", type=int, default=100_000, help="0 to skip the large workspace")
+    parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    real = LocalEmbedder()
+    sections = []
+    with tempfile.TemporaryDirectory(prefix="almanac-latency-") as tmp:
+        ws, indexer = build(Path(tmp, "small"), real, args.small_notes, args.small_chars, args.facts)
+        counts = indexer.db.counts()
+        shape = (
+            f"Live-shaped workspace: {len(ws.notes)} notes, {counts['chunks']:,} chunks, {counts['facts']} fact rows; "
+            "all embedded by the local model (all-MiniLM-L6-v2 int8, 2 threads)."
+        )
+        rows = measure(ws, indexer, args.queries)
+        sections.append(render("get_context and remember — live-shaped workspace", shape, rows))
+        print(sections[-1])
+        indexer.stop()
+        ws.close()
+        if args.large_chunks:
+            per_note = 20
+            notes = args.large_chunks // per_note
+            embedder = HashDocsEmbedder(real)
+            t0 = time.perf_counter()
+            ws, indexer = build(
+                Path(tmp, "large"), embedder, notes, args.small_chars * per_note // 21, args.facts
+            )
+            built_s = time.perf_counter() - t0
+            counts = indexer.db.counts()
+            shape = (
+                f"Large workspace: {len(ws.notes):,} notes, {counts['chunks']:,} chunks, {counts['facts']} fact "
+                f"rows (built and indexed in {built_s:.0f} s); document vectors from a hashing embedder, "
+                "queries embedded by the real local model."
+            )
+            rows = measure(ws, indexer, args.queries)
+            sections.append(render(f"get_context and remember — {counts['chunks']:,} chunks", shape, rows))
+            print(sections[-1])
+            indexer.stop()
+            ws.close()
+    if args.write_docs:
+        command = "python -m bench.latency " + " ".join(argv if argv is not None else sys.argv[1:])
+        header = (
+            "## Engine latency (bench/latency.py)\n\n"
+            f"Produced by `{command.strip()}` on a 2-core machine, in-process (engine side, no MCP "
+            "transport). Targets (SPEC §13): get_context p50 ≤ 5 ms keyword / ≤ 10 ms hybrid on the "
+            "live-shaped workspace, ≤ 50 ms at 100,000 chunks; remember p50 ≤ 5 ms, durable.\n\n"
+        )
+        write_docs(header + "\n".join(sections))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
