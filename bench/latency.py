@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=200, help="timed calls per operation")
     parser.add_argument("--small-notes", type=int, default=87)
-    parser.add_argument("--small-chars", type=int, default=16_500, help="characters per note (≈ 21 chunks)")
+    parser.add_argument("--small-chars", type=int, default=13_000, help="characters per note (≈ 21 chunks)")
     parser.add_argument("--facts", type=int, default=994)
     parser.add_argument("--large-chunks", type=int, default=100_000, help="0 to skip the large workspace")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
@@ -197,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         ws, indexer = build(Path(tmp, "small"), real, args.small_notes, args.small_chars, args.facts)
         counts = indexer.db.counts()
         shape = (
-            f"Live-shaped workspace: {len(ws.notes)} notes, {counts['chunks']:,} chunks, {counts['facts']} fact rows; "
-            "all embedded by the local model (all-MiniLM-L6-v2 int8, 2 threads)."
+            f"Live-shaped workspace: {len(ws.notes)} notes, {counts['chunks']:,} chunks, "
+            f"{counts['facts']} fact rows; all embedded by the local model "
+            "(all-MiniLM-L6-v2 int8, 2 threads)."
         )
         rows = measure(ws, indexer, args.queries)
         sections.append(render("get_context and remember — live-shaped workspace", shape, rows))
@@ -216,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             built_s = time.perf_counter() - t0
             counts = indexer.db.counts()
             shape = (
-                f"Large workspace: {len(ws.notes):,} notes, {counts['chunks']:,} chunks, {counts['facts']} fact "
-                f"rows (built and indexed in {built_s:.0f} s); document vectors from a hashing embedder, "
+                f"Large workspace: {len(ws.notes):,} notes, {counts['chunks']:,} chunks, "
+                f"{counts['facts']} fact rows (built and indexed in {built_s:.0f} s); document vectors from a hashing embedder, "
                 "queries embedded by the real local model."
             )
             rows = measure(ws, indexer, args.queries)

@@ -191,7 +191,10 @@ class IndexReads:
 
     def any_embedded(self) -> bool:
         with self.lock:
-            sql = "SELECT EXISTS (SELECT 1 FROM chunks WHERE pending = 0) OR EXISTS (SELECT 1 FROM facts WHERE pending = 0)"
+            sql = (
+                "SELECT EXISTS (SELECT 1 FROM chunks WHERE pending = 0) "
+                "OR EXISTS (SELECT 1 FROM facts WHERE pending = 0)"
+            )
             return bool(self.db.execute(sql).fetchall()[0][0])
 
     def counts(self) -> dict[str, int]:

@@ -1,0 +1,383 @@
+"""Gateway benchmarks (``perf:gateway``, ``perf:cold-start``, ``perf:memory``).
+
+    python -m bench.gateway [--calls 200] [--workspaces 20] [--cold 5] [--out docs/benchmarks.md]
+
+In one run, against a real ``almanac serve`` (port 0) and real engines:
+
+1. p50/p95 of ``get_context`` and ``remember`` through the gateway vs straight to an engine's
+   socket (same MCP client, 2026-07-28 protocol; both engines share the gateway's embedder);
+2. the cold start of a sleeping workspace: the gateway is restarted over the same data, so every
+   engine sleeps, and the first call of each seeded workspace is timed (client connect included);
+3. RSS of an idle engine with and without the shared embedder, and of N running workspaces.
+
+Prints a Markdown table and writes it into ``docs/benchmarks.md`` under its own heading (other
+sections of that file are left alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from gateway import layout
+from gateway.procs import rss_bytes
+from gateway.store import ControlPlane
+
+HEADING = "## Gateway (`bench/gateway.py`)"
+ALMANAC = str(Path(sys.executable).parent / "almanac")
+MB = 1024 * 1024
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[bytes]
+    url: str
+
+
+def serve(data_dir: Path, log: Path) -> Served:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALMANAC_")}
+    env.update(
+        {
+            "ALMANAC_LOG_LEVEL": "warning",
+            "ALMANAC_MAX_ENGINES": "200",
+            "ALMANAC_RATE_LIMIT_BURST": "100000",
+            "ALMANAC_RATE_LIMIT_PER_SECOND": "100000",
+        }
+    )
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    assert proc.stdout is not None
+    first = proc.stdout.readline().decode()
+    proc.stdout.close()
+    url = first.split()[-1].removesuffix("/mcp")
+    if not url.startswith("http"):
+        raise RuntimeError(f"almanac serve did not start; see {log}")
+    ready = httpx2.Client(timeout=2)
+    wait_until(lambda: _ok(ready, url + "/readyz"), 30, "the gateway")
+    ready.close()
+    return Served(proc, url)
+
+
+def _ok(client: httpx2.Client, url: str) -> bool:
+    try:
+        return client.get(url).status_code == 200
+    except httpx2.TransportError:
+        return False
+
+
+def wait_engine(sock: Path) -> None:
+    """Until the engine on ``sock`` answers ``GET /healthz`` (the socket file exists a little earlier)."""
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=2) as client:
+        wait_until(lambda: sock.exists() and _ok(client, "http://localhost/healthz"), 30, f"engine {sock}")
+
+
+def metric_mean(url: str, histogram: str) -> float:
+    """Mean of a Prometheus histogram on the gateway's /metrics (sum / count)."""
+    text = httpx2.get(url + "/metrics", timeout=10).text
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith(histogram + "_"))
+    count = float(values.get(histogram + "_count", "0"))
+    return float(values.get(histogram + "_sum", "0")) / count if count else float("nan")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+def engine_children(pid: int) -> dict[str, int]:
+    """The gateway's child processes by role: workspace dir for engines, ``embedder`` for it."""
+    found: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+            if "engine.embed" in argv:
+                found["embedder"] = int(child)
+            elif "--dir" in argv:
+                found[argv[argv.index("--dir") + 1]] = int(child)
+    return found
+
+
+@asynccontextmanager
+async def client_for(url: str, *, token: str | None = None, uds: str | None = None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx2.AsyncHTTPTransport(uds=uds) if uds else None
+    http = httpx2.AsyncClient(headers=headers, timeout=60, transport=transport)
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+@dataclass
+class Latency:
+    remember: list[float]
+    context: list[float]
+    context_error: str | None
+
+
+async def compare(clients: dict[str, Client], calls: int) -> dict[str, Latency]:
+    """Time the same calls on each client, interleaved (so background work such as embedding
+    weighs on both alike), after a warm-up."""
+    samples: dict[str, dict[str, list[float]]] = {name: {"remember": [], "context": []} for name in clients}
+    errors: dict[str, str] = {}
+    for i in range(-5, calls):
+        for name, client in sorted(clients.items(), reverse=i % 2 == 0):
+            began = time.perf_counter()
+            result = await client.call_tool(
+                "remember", {"statement": f"{name} note {i}: the fjord deploy is blue"}
+            )
+            elapsed = (time.perf_counter() - began) * 1000
+            if result.is_error:
+                raise RuntimeError(f"remember failed: {result.content}")
+            if i >= 0:
+                samples[name]["remember"].append(elapsed)
+    for i in range(-5, calls):
+        for name, client in sorted(clients.items(), reverse=i % 2 == 0):
+            began = time.perf_counter()
+            result = await client.call_tool("get_context", {"query": f"fjord deploy {i % 7}"})
+            elapsed = (time.perf_counter() - began) * 1000
+            if result.is_error:
+                errors.setdefault(name, " ".join(getattr(c, "text", "") for c in result.content)[:80])
+            if i >= 0:
+                samples[name]["context"].append(elapsed)
+    return {
+        name: Latency(found["remember"], found["context"], errors.get(name))
+        for name, found in samples.items()
+    }
+
+
+def settled_rss(pid: int, timeout: float = 20.0) -> int:
+    """RSS once it stops moving (background work such as loading a model has finished)."""
+    last, stable_since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = rss_bytes(pid) or 0
+        if abs(now - last) > 256 * 1024:
+            last, stable_since = now, time.monotonic()
+        elif time.monotonic() - stable_since > 1.0:
+            break
+        time.sleep(0.1)
+    return last
+
+
+async def idle_engine_rss(root: Path, embedder_socket: Path | None) -> int:
+    """Start an engine the way the gateway does, use it once, and measure it idle."""
+    name = "with" if embedder_socket else "without"
+    sock, workspace = root / f"rss-{name}.sock", root / f"rss-{name}"
+    argv = [sys.executable, "-m", "engine", "--socket", str(sock), "--dir", str(workspace)]
+    if embedder_socket:
+        argv += ["--embedder-socket", str(embedder_socket)]
+    workspace.mkdir(parents=True)
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    try:
+        wait_engine(sock)
+        async with client_for("http://localhost/mcp", uds=str(sock)) as client:
+            await client.call_tool("remember", {"statement": "the fjord deploy uses blue-green"})
+            await client.call_tool("get_context", {"query": "fjord deploy"})
+        return settled_rss(proc.pid)
+    finally:
+        stop(proc)
+
+
+def seed_owners(data_dir: Path, count: int, prefix: str) -> list[str]:
+    store = ControlPlane.open(layout.control_db(data_dir.resolve()))
+    try:
+        tokens = []
+        for i in range(count):
+            owner, ws = store.create_owner(f"{prefix}{i}@bench.example", None)
+            tokens.append(store.create_pat(owner.id, ws.id, "bench")[1])
+        return tokens
+    finally:
+        store.close()
+
+
+async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
+    root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
+    data_dir, log = root / "data", root / "gateway.log"
+    (latency_token,) = seed_owners(data_dir, 1, "latency")
+    many = seed_owners(data_dir, workspaces, "ws")
+    sleepers = seed_owners(data_dir, cold, "cold")
+    embedder_socket = layout.runtime_dir(data_dir.resolve(), None) / "embedder.sock"
+
+    gw = serve(data_dir, log)
+    try:
+        wait_until(embedder_socket.exists, 60, "the embedder")
+        direct_sock, direct_dir = root / "direct.sock", root / "direct"
+        direct_dir.mkdir()
+        direct = subprocess.Popen(
+            [sys.executable, "-m", "engine", "--socket", str(direct_sock), "--dir", str(direct_dir),
+             "--embedder-socket", str(embedder_socket)],
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_engine(direct_sock)
+            async with (
+                client_for(gw.url + "/mcp", token=latency_token) as through,
+                client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
+            ):
+                measured = await compare({"gateway": through, "engine": straight_client}, calls)
+        finally:
+            stop(direct)
+        via_gateway, straight = measured["gateway"], measured["engine"]
+        idle_with = await idle_engine_rss(root, embedder_socket)
+        idle_without = await idle_engine_rss(root, None)
+        for token in [*many, *sleepers]:
+            async with client_for(gw.url + "/mcp", token=token) as client:
+                await client.call_tool("remember", {"statement": "seed: the fjord deploy uses blue-green"})
+        procs = engine_children(gw.proc.pid)
+        engine_rss = [settled_rss(pid, 5.0) for role, pid in procs.items() if role != "embedder"]
+        embedder_rss = (rss_bytes(procs["embedder"]) or 0) if "embedder" in procs else 0
+        gateway_rss = rss_bytes(gw.proc.pid) or 0
+    finally:
+        stop(gw.proc)
+
+    gw = serve(data_dir, log)  # every engine sleeps now
+    try:
+        cold_ms = []
+        for token in sleepers:
+            began = time.perf_counter()
+            async with client_for(gw.url + "/mcp", token=token) as client:
+                result = await client.call_tool("retrieve_memory", {"subject": "fjord"})
+                cold_ms.append((time.perf_counter() - began) * 1000)
+                if result.is_error:
+                    raise RuntimeError(f"cold call failed: {result.content}")
+        engine_start_ms = metric_mean(gw.url, "almanac_engine_start_seconds") * 1000
+    finally:
+        stop(gw.proc)
+    return report(
+        Measured(
+            via_gateway=via_gateway,
+            straight=straight,
+            cold_ms=cold_ms,
+            engine_start_ms=engine_start_ms,
+            engine_rss=engine_rss,
+            embedder_rss=embedder_rss,
+            gateway_rss=gateway_rss,
+            idle_with=idle_with,
+            idle_without=idle_without,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Measured:
+    via_gateway: Latency
+    straight: Latency
+    cold_ms: list[float]
+    engine_start_ms: float
+    engine_rss: list[int]
+    embedder_rss: int
+    gateway_rss: int
+    idle_with: int
+    idle_without: int
+
+
+def report(m: Measured) -> dict[str, str]:
+    """The table rows (metric → value), in order."""
+
+    def pq(samples: list[float]) -> str:
+        return f"{statistics.median(samples):.2f} / {percentile(samples, 0.95):.2f}"
+
+    rows: dict[str, str] = {}
+    for name, attr in (("remember", "remember"), ("get_context", "context")):
+        gw_s, eng_s = getattr(m.via_gateway, attr), getattr(m.straight, attr)
+        note = ""
+        if attr == "context" and m.via_gateway.context_error:
+            note = f" (tool error: {m.via_gateway.context_error})"
+        rows[f"`{name}` p50 / p95 through the gateway (ms)"] = pq(gw_s) + note
+        rows[f"`{name}` p50 / p95 straight to the engine socket (ms)"] = pq(eng_s)
+        overhead = statistics.median(gw_s) - statistics.median(eng_s)
+        rows[f"`{name}` gateway overhead at p50 (ms; target ≤ 3)"] = f"{overhead:.2f}"
+    rows[f"cold start of a sleeping workspace, p50 / max of {len(m.cold_ms)} (ms; target ≤ 1000)"] = (
+        f"{statistics.median(m.cold_ms):.0f} / {max(m.cold_ms):.0f}"
+    )
+    rows["of which: spawn to first healthy answer, mean (ms)"] = f"{m.engine_start_ms:.0f}"
+    rows["idle engine RSS, with the shared embedder (MB; target ≤ 80)"] = f"{m.idle_with / MB:.1f}"
+    rows["idle engine RSS, without it: model in the engine (MB)"] = f"{m.idle_without / MB:.1f}"
+    n, total = len(m.engine_rss), sum(m.engine_rss)
+    rows[f"{n} running workspaces: engines' RSS, total / mean (MB)"] = (
+        f"{total / MB:.0f} / {total / n / MB:.1f}"
+    )
+    rows["gateway + embedder RSS (MB)"] = f"{m.gateway_rss / MB:.0f} + {m.embedder_rss / MB:.0f}"
+    projected = m.gateway_rss + m.embedder_rss + 50 * (total / n)
+    rows["projected host RSS for 50 workspaces (MB; target ≤ 4096)"] = f"{projected / MB:.0f}"
+    return rows
+
+
+def table(rows: dict[str, str], calls: int) -> str:
+    lines = [
+        HEADING,
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, {calls} calls per figure, "
+        "loopback HTTP, MCP 2026-07-28 client; `python -m bench.gateway` to repeat.",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows.items()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace this benchmark's section of ``path`` (or append it), leaving the others alone."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
+    pattern = re.compile(re.escape(HEADING) + r"\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200, help="timed calls per latency figure")
+    parser.add_argument("--workspaces", type=int, default=20, help="workspaces running at once for RSS")
+    parser.add_argument("--cold", type=int, default=5, help="sleeping workspaces to wake")
+    parser.add_argument(
+        "--out", type=Path, default=Path("docs/benchmarks.md"), help="Markdown file to update"
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    rows = anyio.run(run, args.calls, args.workspaces, args.cold)
+    section = table(rows, args.calls)
+    print(section)
+    if not args.no_write:
+        write_section(args.out, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
