@@ -20,6 +20,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -101,8 +102,18 @@ def _ok(client: httpx2.Client, url: str) -> bool:
 
 def wait_engine(sock: Path) -> None:
     """Until the engine on ``sock`` answers ``GET /healthz`` (the socket file exists a little earlier)."""
-    with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=2) as client:
-        wait_until(lambda: sock.exists() and _ok(client, "http://localhost/healthz"), 30, f"engine {sock}")
+
+    def listening() -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(sock))
+            except OSError:
+                return False
+            return True
+
+    wait_until(listening, 30, f"engine {sock}")
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=10) as client:
+        client.get("http://localhost/healthz").raise_for_status()
 
 
 def metric_mean(url: str, histogram: str) -> float:

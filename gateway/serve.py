@@ -17,7 +17,9 @@ SHUTDOWN_GRACE = 5.0
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket; port 0 picks a free port (read it back from the socket)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto must say TCP: asyncio sets TCP_NODELAY only on sockets that do, and without it every
+    # response written in two parts (headers, then body) waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)

@@ -1,0 +1,38 @@
+"""The gateway benchmark runs end to end, tiny (perf:gateway, perf:cold-start, perf:memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.gateway import HEADING, main, write_section
+
+
+def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n## Engine\n\nkeep me\n", encoding="utf-8")
+    write_section(doc, HEADING + "\n\nfirst\n")
+    write_section(doc, HEADING + "\n\nsecond\n")
+    text = doc.read_text(encoding="utf-8")
+    assert "keep me" in text and "second" in text and "first" not in text
+    assert text.count(HEADING) == 1
+    doc.write_text(text + "\n## Later\n\nalso kept\n", encoding="utf-8")
+    write_section(doc, HEADING + "\n\nthird\n")
+    text = doc.read_text(encoding="utf-8")
+    assert "also kept" in text and "keep me" in text and "third" in text and "second" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.req("perf:gateway", "perf:cold-start", "perf:memory")
+def test_the_benchmark_runs_tiny_and_writes_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "benchmarks.md"
+    assert main(["--calls", "3", "--workspaces", "2", "--cold", "1", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert HEADING in text
+    for row in ("through the gateway", "straight to the engine socket", "cold start", "idle engine RSS",
+                "running workspaces"):  # fmt: skip
+        assert row in text, row
+    assert HEADING in capsys.readouterr().out
