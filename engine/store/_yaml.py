@@ -6,6 +6,8 @@ from typing import Any
 
 import yaml
 
+YAMLError = yaml.YAMLError
+
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

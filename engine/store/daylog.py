@@ -75,19 +75,23 @@ def parse_daylog(text: str) -> tuple[list[LogEntry], list[Problem]]:
         except Exception as exc:
             problems.append(Problem(start, f"unreadable log entry: {exc}"))
 
+    in_bad_entry = False
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
+        continuation = line.startswith("  ") or not line.strip()
         if line.startswith("- "):
             close()
             current, body, start = _HEADER.match(line), [], number
-            if current is None:
+            in_bad_entry = current is None
+            if in_bad_entry:
                 problems.append(Problem(number, "not a log entry header ('- <time> log_… {…}')"))
-        elif current is not None and (line.startswith("  ") or not line.strip()):
+        elif continuation and current is not None:
             body.append(raw[2:])
+        elif continuation and in_bad_entry:
+            continue  # the lines of an entry already reported
         elif line.strip() and not line.startswith("#"):
-            if current is not None:
-                close()
-                current = None
+            close()
+            current, in_bad_entry = None, False
             problems.append(Problem(number, "line outside any log entry"))
     close()
     return entries, problems

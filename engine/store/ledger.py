@@ -128,6 +128,9 @@ def parse_ledger(text: str) -> LedgerText:
             events.append(_event(heading.group(1), heading.group(2), "\n".join(block[opened + 1 : closed])))
         except Exception as exc:
             problems.append(Problem(start + 1, f"unreadable event block: {exc}"))
+        trailing = [k for k in range(closed + 1, len(block)) if block[k].strip()]
+        if trailing:
+            problems.append(Problem(start + trailing[0] + 1, "text after the block (torn write?)", torn=last))
     return LedgerText(tuple(events), tuple(problems))
 
 

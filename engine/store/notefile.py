@@ -68,7 +68,10 @@ def parse_note(text: str, default_id: str) -> Note:
     if lines and lines[0].rstrip("\r") == "---":
         for j in range(1, len(lines)):
             if lines[j].rstrip("\r") in ("---", "..."):
-                loaded = _yaml.load("\n".join(lines[1:j])) if j > 1 else {}
+                try:
+                    loaded = _yaml.load("\n".join(lines[1:j])) if j > 1 else {}
+                except _yaml.YAMLError as exc:
+                    raise ValueError(f"the frontmatter is not valid YAML: {exc}") from None
                 if loaded is None:
                     loaded = {}
                 if not isinstance(loaded, dict):
