@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,17 @@ import httpx
 import pytest
 
 from tests.gateway.conftest import ENGINE
-from tests.gateway.e2e import Gateway, connect, data, files_containing, refusal, start_gateway, wait_for
+from tests.gateway.e2e import (
+    Gateway,
+    children,
+    cmdline,
+    connect,
+    data,
+    files_containing,
+    refusal,
+    start_gateway,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -221,3 +232,28 @@ async def test_idle_engines_stop_and_wake_on_the_next_call(tmp_path: Path) -> No
         assert gw.metric('almanac_engine_stops_total{reason="idle"}') >= 1
     finally:
         gw.stop()
+
+
+@pytest.mark.req("gw:spawn", "gw:ops")
+async def test_engines_share_one_embedder_and_logs_are_json(tmp_path: Path) -> None:
+    gw = start_gateway(tmp_path / "data", tmp_path / "gateway.log", embedder="true")
+    try:
+        wait_for(lambda: httpx.get(gw.url + "/readyz").json()["checks"]["embedder"] == "ready", timeout=60,
+                 what="the embedder service")  # fmt: skip
+        gw.owner("hal@example.com")
+        token = gw.token("hal@example.com", "hal")
+        async with connect(gw, token) as c:
+            data(await c.call_tool("remember", {"statement": "embedded once per host"}))
+        workspace = gw.workspace_dir("hal@example.com")
+        argv = cmdline(gw.engines()[workspace])
+        embedder = [pid for pid in children(gw.proc.pid) if "engine.embed" in cmdline(pid)]
+        assert len(embedder) == 1
+        socket = cmdline(embedder[0])[cmdline(embedder[0]).index("--socket") + 1]
+        assert argv[argv.index("--embedder-socket") + 1] == socket
+    finally:
+        gw.stop()
+    events = [json.loads(line) for line in (tmp_path / "gateway.log").read_text().splitlines()]
+    names = {e.get("event") for e in events}
+    assert {"embedder.start", "engine.start", "engine.stop"} <= names
+    start = next(e for e in events if e.get("event") == "engine.start")
+    assert start["workspace"] == workspace.name and start["level"] == "info" and start["seconds"] > 0
