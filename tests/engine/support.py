@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -19,13 +20,13 @@ from engine.store.fsio import LOCK_NAME
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file of a workspace (bar the lock), by relative path."""
+    """Every file of a workspace's store, by relative path (not the lock, not derived dot-folders)."""
     if not root.exists():
         return {}
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != LOCK_NAME
+        if p.is_file() and p.name != LOCK_NAME and not p.relative_to(root).parts[0].startswith(".")
     }
 
 
@@ -33,20 +34,26 @@ def engine_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "engine", *args]
 
 
+def _accepting(sock: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
 def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Poll (bounded) until the engine's socket accepts and /healthz answers 200."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=2.0) as http:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"engine exited with {proc.returncode} before it was healthy")
-            try:
-                if http.get("http://engine/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"engine on {sock} not healthy within {timeout}s")
-            time.sleep(0.02)
+    while not _accepting(sock):
+        if proc.poll() is not None:
+            raise RuntimeError(f"engine exited with {proc.returncode} before it was healthy")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"engine on {sock} not healthy within {timeout}s")
+        time.sleep(0.02)
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=5.0) as http:
+        assert http.get("http://engine/healthz").status_code == 200
 
 
 @contextlib.contextmanager

@@ -1,0 +1,90 @@
+"""The MCP surface, driven by the real mcp client in process (both protocol eras)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from engine.memory import Memory
+from engine.store.workspace import Workspace
+from engine.tools import build_server
+
+WRITE_TOOLS = {"remember", "save_memory", "remember_note", "retire_memory", "restore_memory"}
+MODES = ["legacy", "2026-07-28"]
+
+
+@pytest.fixture
+def server(memory: Memory) -> Iterator[Any]:
+    yield build_server(memory)
+
+
+def call(server: Any, mode: str, name: str, args: dict[str, Any]) -> Any:
+    async def go() -> Any:
+        async with Client(server, mode=mode) as client:
+            return await client.call_tool(name, args)
+
+    return anyio.run(go)
+
+
+@pytest.mark.req("engine:mcp")
+def test_tools_have_short_descriptions_input_and_output_schemas(server: Any) -> None:
+    async def go() -> Any:
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in anyio.run(go)}
+    assert WRITE_TOOLS | {"retrieve_memory", "get_context"} <= set(tools)
+    for tool in tools.values():
+        assert tool.description and len(tool.description) <= 300, tool.name
+        assert tool.input_schema["type"] == "object"
+    for name in WRITE_TOOLS | {"retrieve_memory"}:
+        assert tools[name].output_schema is not None, name
+    remember = tools["remember"].input_schema
+    assert remember["required"] == ["statement"]
+    assert {"subject", "predicate", "object", "scope", "tags", "importance"} <= set(remember["properties"])
+
+
+@pytest.mark.req("engine:mcp")
+@pytest.mark.req("write:receipt")
+@pytest.mark.parametrize("mode", MODES)
+def test_results_are_structured(server: Any, mode: str) -> None:
+    result = call(server, mode, "remember", {"statement": "Fjord uses Postgres", "subject": "Fjord",
+                                             "predicate": "db", "object": "Postgres"})  # fmt: skip
+    assert not result.is_error
+    receipt = result.structured_content
+    assert (
+        receipt["action"] == "store" and receipt["kind"] == "fact" and receipt["event_id"].startswith("evt_")
+    )
+    found = call(server, mode, "retrieve_memory", {"subject": "fjord"}).structured_content
+    assert found["facts"][0]["object"] == "Postgres" and found["facts"][0]["id"] == receipt["id"]
+
+
+@pytest.mark.req("engine:mcp")
+@pytest.mark.req("write:remember")
+@pytest.mark.parametrize("mode", MODES)
+def test_refusals_are_raised_tool_errors_that_say_what_to_fix(
+    server: Any, mode: str, workspace: Workspace
+) -> None:
+    result = call(server, mode, "remember", {"statement": "y" * 4001})
+    assert result.is_error and result.structured_content is None
+    assert (
+        "4,001 characters; the limit is 4,000" in result.content[0].text
+        and "[too_long]" in result.content[0].text
+    )
+    missing = call(server, mode, "retire_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"})
+    assert missing.is_error and "[not_found]" in missing.content[0].text
+    assert workspace.notes == {} and workspace.facts.records == {}
+
+
+@pytest.mark.req("write:source")
+def test_without_a_gateway_the_client_name_is_the_self_reported_source(server: Any) -> None:
+    receipt = call(server, "legacy", "remember", {"statement": "hello"}).structured_content
+    assert receipt["source_verified"] is False and receipt["source"]
+    labelled = call(
+        server, "legacy", "remember", {"statement": "hi", "source": "nightly job"}
+    ).structured_content
+    assert (labelled["source"], labelled["source_verified"]) == ("nightly job", False)
