@@ -175,7 +175,7 @@ def note_item(record: NoteRecord) -> Item | None:
         source=None if note.source is None else note.source.name,
         tags=note.tags,
         importance=note.importance,
-        name=record.rel.stem,
+        name=link_key(record.rel.stem),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 #: bm25 column weights of ``chunks_fts``: text, context (neighbours), dates, speaker, tags.

@@ -1,0 +1,151 @@
+"""Ranking, fusion, budget packing, scope rule and query safety: pure functions."""
+
+from __future__ import annotations
+
+import apsw
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.index.db import FactRow
+from engine.index.schema import TOKENIZE
+from engine.recall import budget as B
+from engine.recall.fusion import Candidate, Weights, fuse, group_scores
+from engine.recall.lexical import lexical_score
+from engine.recall.query import parse_query
+from engine.recall.relevance import confidence, query_confidence
+from engine.recall.scopes import FactHit, scope_rule
+from engine.store.ids import fact_id
+
+NASTY = [
+    'don\'t "quote" AND OR NOT NEAR(a b) -hyphen- col:umn * ^ (paren',
+    "🚀🔥 emoji only",
+    "日本語のテキスト と Ελληνικά и русский",
+    '"""',
+    "AND",
+    "NEAR/3",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def fts() -> apsw.Connection:
+    db = apsw.Connection(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE t USING fts5(body, tokenize='{TOKENIZE}')")
+    db.execute("INSERT INTO t VALUES ('don''t panic: the near hyphen-ated 日本語 rocket')")
+    return db
+
+
+@pytest.mark.req("recall:query-safe")
+@pytest.mark.parametrize("text", NASTY)
+def test_nasty_queries_never_break_fts5(fts: apsw.Connection, text: str) -> None:
+    expr = parse_query(text).fts
+    if expr:
+        fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (expr,)).fetchall()
+    assert all(part.startswith('"') and part.endswith('"') for part in expr.split(" OR ") if expr)
+
+
+@pytest.mark.req("recall:query-safe")
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_any_text_is_a_safe_fts5_query(fts: apsw.Connection, text: str) -> None:
+    expr = parse_query(text).fts
+    if expr:
+        fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (expr,)).fetchall()
+
+
+@pytest.mark.req("life:lexical")
+def test_lexical_coverage_tags_over_body_and_verbatim_bonus() -> None:
+    terms = parse_query("the deploy branch policy").terms
+    assert terms == ("deploy", "branch", "policy")  # stop words and short words dropped
+    half = lexical_score(terms, "we deploy on fridays")
+    full = lexical_score(terms, "deploy branches need a policy")
+    tagged = lexical_score(terms, "deploy needs a policy", tags=["branch"])
+    verbatim = lexical_score(terms, "our deploy branch policy is strict")
+    assert 0 < half < full < tagged < verbatim
+    assert lexical_score(terms, "nothing in common") == 0.0
+
+
+@pytest.mark.req("life:rank-floors")
+def test_fusion_weights_priors_and_importance_only_reorders_near_ties() -> None:
+    strong = Candidate(1, "nte_strong", "g1", bm25=9.0, cosine=0.8, knn=True, importance=0.0)
+    weak = Candidate(2, "nte_weak", "g2", bm25=3.0, cosine=0.3, knn=True, importance=1.0)
+    only_words = Candidate(3, "nte_words", "g2", bm25=8.0)
+    ranked = fuse([weak, only_words, strong])
+    assert [s.memory for s in ranked] == ["nte_strong", "nte_words", "nte_weak"]
+    assert [s.reason for s in ranked] == ["both", "keyword", "both"]
+    named = fuse(
+        [strong, weak, Candidate(4, "nte_named", "g2", bm25=8.5, cosine=0.75, knn=True, person=True)]
+    )
+    assert named[0].memory == "nte_named"  # the query names its speaker
+    sessions = group_scores({"g2": 5.0}, {"g1": 0.1, "g2": 0.6})
+    assert sessions["g2"] > sessions["g1"]
+    boosted = fuse([strong, weak], sessions, Weights(group=10.0))
+    assert boosted[0].memory == "nte_weak"
+
+
+@pytest.mark.req("recall:budget-order")
+def test_keyword_only_matches_leave_first_then_the_weakest_meaning_matches() -> None:
+    notes = [
+        B.Entry("nte_best", 100, 3.0, "both"),
+        B.Entry("nte_kw_strong", 100, 2.5, "keyword"),
+        B.Entry("nte_sem", 100, 2.0, "semantic"),
+        B.Entry("nte_kw_weak", 100, 1.0, "keyword"),
+        B.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
+    ]
+    plan = B.pack([], notes, 250, facts_share=0.5)
+    assert plan.dropped[:2] == ("nte_kw_weak", "nte_kw_strong")
+    assert "nte_newest" in plan.notes  # the newest relevant match is always kept
+    assert plan.notes == ("nte_best", "nte_newest") and plan.dropped[2] == "nte_sem"
+    assert plan.tokens <= 250
+
+
+@pytest.mark.req("recall:budget-order")
+def test_facts_come_first_within_their_share_and_leave_the_rest_to_notes() -> None:
+    facts = [B.Entry(f"fct_{i}", 60, 1.0, "fact") for i in range(5)]
+    notes = [B.Entry(f"nte_{i}", 60, 1.0, "both") for i in range(5)]
+    plan = B.pack(facts, notes, 400, facts_share=0.5)
+    assert plan.facts == ("fct_0", "fct_1", "fct_2")  # 3 × 60 ≤ 200
+    few = B.pack(facts[:1], notes, 400, facts_share=0.5)
+    assert len(few.notes) == 5  # the unused facts share goes to notes
+    alone = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True)], 300)
+    assert alone.squeeze == ("nte_big", 300)
+
+
+@pytest.mark.req("recall:get-context")
+def test_items_are_cut_at_1000_characters_and_marked() -> None:
+    text, cut = B.cut_text("word " * 400)
+    assert cut and len(text) <= 1000 and text.endswith(B.CUT_MARK)
+    assert B.cut_text("short") == ("short", False)
+    assert B.estimate_tokens("abcd" * 10) == 10
+    assert B.estimate_tokens("日本") == 2
+
+
+def row(subject: str, scope: str | None, obj: str) -> FactRow:
+    key = subject.lower()
+    return FactRow(
+        0, fact_id(key, "database", scope), subject, "database", obj, "", key, "database", scope, None, ""
+    )
+
+
+@pytest.mark.req("recall:scope")
+def test_a_scoped_fact_wins_over_the_unscoped_one_and_says_so() -> None:
+    plain, scoped, other = (
+        row("Fjord", None, "Postgres"),
+        row("Fjord", "project:fjord", "SQLite"),
+        row("Fjord", "project:x", "MySQL"),
+    )
+    twins = {r.memory: r for r in (plain, scoped, other)}
+    found = [FactHit(plain, 2.0, 1.0), FactHit(other, 1.0, 1.0)]
+    out = scope_rule(found, "project:fjord", twins)
+    assert [h.row.object for h in out] == ["SQLite"]
+    assert out[0].scope_note and "project:fjord" in out[0].scope_note
+    assert [h.row.object for h in scope_rule(found, None, twins)] == ["Postgres", "MySQL"]
+
+
+@pytest.mark.req("recall:honest-miss")
+def test_match_confidence_is_absolute_and_unknown_names_lower_it() -> None:
+    assert confidence(0.0, 0.1) == 0.0
+    assert confidence(0.0, 0.9) == 1.0
+    assert confidence(0.8, None) == 0.8
+    assert query_confidence([0.8], unknown_names=1, named=1) < query_confidence([0.8], 0, 1)
