@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -179,13 +180,14 @@ def test_read_only_callers_cannot_write_anything(root: Path, memory: Memory) -> 
     note = memory.remember(ME, "existing")
     reader = Caller(connection="dashboard", read_only=True)
     before = snapshot(root)
-    for attempt in (
+    attempts: list[Callable[[], object]] = [
         lambda: memory.remember(reader, "x"),
         lambda: memory.save_memory(reader, "s", "p", "o"),
         lambda: memory.remember_note(reader, "x"),
         lambda: memory.retire(reader, note.id),
         lambda: memory.restore(reader, note.id),
-    ):
+    ]
+    for attempt in attempts:
         with pytest.raises(ReadOnly, match="read-only"):
             attempt()
     assert snapshot(root) == before
@@ -304,7 +306,12 @@ def test_the_ledger_only_ever_grows(root: Path, memory: Memory) -> None:
         assert text.startswith(seen) and len(text) > len(seen)
         seen = text
     assert fact is not None
-    for step in (lambda: memory.retire(ME, fact.id), lambda: memory.restore(ME, fact.id)):
+    fact_id = fact.id
+    steps: list[Callable[[], object]] = [
+        lambda: memory.retire(ME, fact_id),
+        lambda: memory.restore(ME, fact_id),
+    ]
+    for step in steps:
         step()
         text = ledger_text(root)
         assert text.startswith(seen) and len(text) > len(seen)

@@ -12,10 +12,10 @@ from engine.store.model import LogEntry, Source
 
 _CONTROL = "".join(chr(c) for c in [*range(9), 11, 12, *range(14, 32), 127])
 text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL), min_size=1, max_size=200
+    st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL), min_size=1, max_size=200
 )
 word = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL + "\t\n\r"),
+    st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL + "\t\n\r"),
     min_size=1,
     max_size=20,
 )

@@ -8,16 +8,16 @@ from hypothesis import strategies as st
 
 from engine.store.ids import UlidClock
 from engine.store.ledger import format_event, parse_ledger
-from engine.store.model import Event, Source
+from engine.store.model import EVENT_KINDS, Event, Source
 
 _CONTROL = "".join(chr(c) for c in [*range(9), 11, 12, *range(14, 32), 127])
 line_text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL + "\t\n\r"),
+    st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL + "\t\n\r"),
     min_size=1,
     max_size=40,
 )
 free_text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL), min_size=1, max_size=200
+    st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL), min_size=1, max_size=200
 )
 times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
 _ulids = UlidClock()
@@ -25,7 +25,7 @@ _ulids = UlidClock()
 
 @st.composite
 def events(draw: st.DrawFn) -> Event:
-    kind = draw(st.sampled_from(["store", "supersede", "retire", "restore"]))
+    kind = draw(st.sampled_from(EVENT_KINDS))
     when = draw(times)
     valued = kind in ("store", "supersede")
     return Event(

@@ -11,9 +11,9 @@ from engine.store.model import Note, Source
 from engine.store.notefile import OWN_KEYS, format_note, parse_note
 
 _CONTROL = "".join(chr(c) for c in [*range(9), 11, 12, *range(14, 32), 127])
-body_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL), max_size=300)
+body_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL), max_size=300)
 word = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=_CONTROL + "\t\n\r"),
+    st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL + "\t\n\r"),
     min_size=1,
     max_size=20,
 )
