@@ -170,8 +170,9 @@ def render(title: str, shape: str, rows: dict[str, tuple[float, float, float]]) 
 START, END = "<!-- engine-latency:start -->", "<!-- engine-latency:end -->"
 
 
-def write_docs(section: str, path: Path = ROOT / "docs" / "benchmarks.md") -> None:
+def write_docs(section: str, path: Path | None = None) -> None:
     """Replace only this bench's section of docs/benchmarks.md (other sections are left alone)."""
+    path = path or ROOT / "docs" / "benchmarks.md"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     block = f"{START}\n{section}{END}"
     if START in text and END in text:
@@ -218,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             counts = indexer.db.counts()
             shape = (
                 f"Large workspace: {len(ws.notes):,} notes, {counts['chunks']:,} chunks, "
-                f"{counts['facts']} fact rows (built and indexed in {built_s:.0f} s); document vectors from a hashing embedder, "
-                "queries embedded by the real local model."
+                f"{counts['facts']} fact rows (built and indexed in {built_s:.0f} s); "
+                "document vectors from a hashing embedder, queries embedded by the real local model."
             )
             rows = measure(ws, indexer, args.queries)
             sections.append(render(f"get_context and remember — {counts['chunks']:,} chunks", shape, rows))

@@ -1,0 +1,87 @@
+"""The benchmarks run (tiny): LoCoMo-format data made up here, and a small latency workspace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import latency, locomo
+
+
+def fake_locomo(path: Path) -> None:
+    def session(n: int, lines: list[tuple[str, str]]) -> list[dict[str, str]]:
+        return [{"speaker": s, "dia_id": f"D{n}:{i + 1}", "text": t} for i, (s, t) in enumerate(lines)]
+
+    convs = []
+    for k, (a, b, topic) in enumerate(
+        [("Ann", "Bo", "pottery"), ("Cy", "Di", "sailing"), ("Ed", "Flo", "chess")]
+    ):
+        conv = {
+            "speaker_a": a,
+            "speaker_b": b,
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": session(
+                1,
+                [
+                    (a, f"I started a {topic} class last week!"),
+                    (b, "How is it going?"),
+                    (a, f"Great, my {topic} teacher is called Marguerite."),
+                ],
+            ),
+            "session_2_date_time": "10:00 am on 20 June, 2023",
+            "session_2": session(
+                2,
+                [
+                    (b, "I adopted a puppy named Biscuit."),
+                    (a, "So cute! What breed?"),
+                    (b, "A beagle, she loves the park."),
+                ],
+            ),
+        }
+        qa = [
+            {"question": f"Who teaches {a}'s {topic} class?", "evidence": ["D1:3"], "category": 4},
+            {"question": f"When did {b} adopt a puppy?", "evidence": ["D2:1; D2:01"], "category": 2},
+            {"question": f"What breed is {b}'s dog?", "evidence": ["D2:3", "D9:99"], "category": 1},
+            {"question": "unanswerable", "evidence": ["D1:1"], "category": 5},
+        ]
+        convs.append({"sample_id": f"conv-{k}", "conversation": conv, "qa": qa})
+    path.write_text(json.dumps(convs), encoding="utf-8")
+
+
+@pytest.mark.req("quality:locomo", "quality:honest-miss")
+@pytest.mark.parametrize("mode", ["engine", "mcp"])
+def test_locomo_bench_runs_and_reports(tmp_path: Path, mode: str) -> None:
+    data = tmp_path / "locomo.json"
+    fake_locomo(data)
+    out = tmp_path / "result.json"
+    assert locomo.main([str(data), "--mode", mode, "--json", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["all"]["n"] == 9 and result["fts5_reference"]["n"] == 9
+    assert result["all"]["R@10"] >= 80
+    assert result["honest_miss"]["own_relevant_true"] >= 60
+    assert result["honest_miss"]["wrong_relevant_false"] is not None
+
+
+def test_evidence_ids_are_normalised() -> None:
+    known = {"D8:6", "D9:17", "D30:5", "D11:26"}
+    assert locomo.normalise_evidence(["D8:6; D9:17", "D30:05", "D:11:26", "D", "D99:1"], known) == (
+        "D8:6",
+        "D9:17",
+        "D30:5",
+        "D11:26",
+    )
+
+
+@pytest.mark.req("perf:context-small", "perf:context-large", "perf:write")
+def test_latency_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(latency, "ROOT", tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "benchmarks.md").write_text("# Benchmarks\n\n## Gateway\nkept\n", encoding="utf-8")
+    args = ["--queries", "20", "--small-notes", "3", "--small-chars", "3000", "--facts", "20"]
+    assert latency.main([*args, "--large-chunks", "200", "--write-docs"]) == 0
+    text = (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert "## Gateway\nkept" in text and "get_context hybrid" in text and "remember" in text
+    assert latency.main([*args, "--large-chunks", "0", "--write-docs"]) == 0
+    assert (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8").count(latency.START) == 1
