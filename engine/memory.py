@@ -8,13 +8,14 @@ headers or the local client) and either returns a result or raises an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from engine.errors import Forbidden, InvalidInput, NotFound, ReadOnly
+from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.store import ids
-from engine.store.facts import Duplicate, FactRecord, FactValue
+from engine.store.facts import FactRecord
 from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
 from engine.store.text import (
     MAX_KEY,
@@ -42,86 +43,6 @@ class Caller:
     read_only: bool = False
     pinned_scope: str | None = None
     client_name: str | None = None
-
-
-@dataclass(frozen=True)
-class Closed:
-    """The value a supersede closed."""
-
-    object: str
-    event_id: str
-    valid_from: str
-    valid_to: str
-
-
-@dataclass(frozen=True)
-class Receipt:
-    action: str  # store | supersede | nochange | retire | restore
-    event_id: str | None
-    id: str
-    kind: str  # fact | note | log
-    scope: str | None = None
-    source: str | None = None
-    source_verified: bool = False
-    closed: Closed | None = None
-    possible_duplicates: list[Duplicate] = field(default_factory=list)
-    path: str | None = None
-
-
-@dataclass(frozen=True)
-class FactOut:
-    id: str
-    subject: str
-    predicate: str
-    object: str
-    statement: str | None
-    scope: str | None
-    source: str | None
-    source_verified: bool
-    current: bool
-    valid_from: str
-    valid_to: str | None
-    event_id: str
-    state: str
-
-
-@dataclass(frozen=True)
-class NoteOut:
-    id: str
-    kind: str  # note | log
-    text: str
-    created: str | None
-    scope: str | None
-    tags: list[str]
-    importance: float | None
-    source: str | None
-    source_verified: bool
-    state: str
-    path: str
-
-
-@dataclass(frozen=True)
-class Retrieved:
-    facts: list[FactOut]
-    notes: list[NoteOut]
-
-
-def _fact_out(value: FactValue, record: FactRecord) -> FactOut:
-    return FactOut(
-        id=value.fact_id,
-        subject=value.subject,
-        predicate=value.predicate,
-        object=value.object,
-        statement=value.statement,
-        scope=value.scope,
-        source=None if value.source is None else value.source.name,
-        source_verified=value.source is not None and value.source.verified,
-        current=value is record.current,
-        valid_from=format_time(value.valid_from),
-        valid_to=None if value.valid_to is None else format_time(value.valid_to),
-        event_id=value.event_id,
-        state=State.RETIRED.value if record.retired else State.LIVE.value,
-    )
 
 
 class Memory:
@@ -333,6 +254,19 @@ class Memory:
     def _not_found(self, memory_id: str) -> NotFound:
         return NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
 
+    def _target(self, memory_id: str) -> tuple[str, str | None, bool] | None:
+        """(kind, scope, retired?) of the memory with this id, or None."""
+        if memory_id in self.ws.facts.records:
+            record = self.ws.facts.records[memory_id]
+            return "fact", record.scope, record.retired
+        if memory_id in self.ws.notes:
+            note = self.ws.notes[memory_id]
+            return "note", note.note.scope, note.state is State.RETIRED
+        if memory_id in self.ws.logs:
+            entry = self.ws.logs[memory_id]
+            return "log", entry.entry.scope, entry.state is State.RETIRED
+        return None
+
     def _set_retired(self, caller: Caller, memory_id: str, retire: bool, reason: str | None) -> Receipt:
         self._writable(caller)
         if not isinstance(memory_id, str) or not memory_id.strip():
@@ -340,59 +274,28 @@ class Memory:
         if reason is not None:
             check_text("reason", reason, limit=MAX_REASON)
         who = self._source(caller, None)
-        kind = ids.kind_of(memory_id)
         action: EventKind = "retire" if retire else "restore"
         with self.ws.lock:
+            target = self._target(memory_id)
+            if target is None or not self._visible(caller, target[1]):
+                raise self._not_found(memory_id)
+            kind, scope, retired = target
+            if retired == retire:
+                return Receipt("nochange", None, memory_id, kind, scope, who.name, who.verified)
             now = self.clock()
-            event = Event(self._new_id(ids.EVENT, now), action, now, memory_id, source=who, reason=reason)
-            if kind == "fact" and memory_id in self.ws.facts.records:
-                record = self.ws.facts.records[memory_id]
-                last = record.values[-1]
-                if not self._visible(caller, record.scope):
-                    raise self._not_found(memory_id)
-                if record.retired == retire:
-                    return Receipt("nochange", None, memory_id, "fact", record.scope, who.name, who.verified)
-                event = Event(
-                    event.event_id,
-                    action,
-                    now,
-                    memory_id,
-                    last.subject,
-                    last.predicate,
-                    last.object,
-                    record.scope,
-                    source=who,
-                    reason=reason,
-                )
-                self.ws.append_event(event)
-                return Receipt(
-                    action, event.event_id, memory_id, "fact", record.scope, who.name, who.verified
-                )
-            if kind == "note" and memory_id in self.ws.notes:
-                note_record = self.ws.notes[memory_id]
-                scope = note_record.note.scope
-                if not self._visible(caller, scope):
-                    raise self._not_found(memory_id)
-                if (note_record.state is State.RETIRED) == retire:
-                    return Receipt("nochange", None, memory_id, "note", scope, who.name, who.verified)
-                self.ws.move_note(memory_id, State.RETIRED if retire else State.LIVE)
-                self.ws.append_event(
-                    Event(event.event_id, action, now, memory_id, scope=scope, source=who, reason=reason)
-                )
-                return Receipt(action, event.event_id, memory_id, "note", scope, who.name, who.verified)
-            if kind == "log" and memory_id in self.ws.logs:
-                log_record = self.ws.logs[memory_id]
-                scope = log_record.entry.scope
-                if not self._visible(caller, scope):
-                    raise self._not_found(memory_id)
-                if (log_record.state is State.RETIRED) == retire:
-                    return Receipt("nochange", None, memory_id, "log", scope, who.name, who.verified)
-                self.ws.move_log(memory_id, State.RETIRED if retire else State.LIVE)
-                self.ws.append_event(
-                    Event(event.event_id, action, now, memory_id, scope=scope, source=who, reason=reason)
-                )
-                return Receipt(action, event.event_id, memory_id, "log", scope, who.name, who.verified)
-        raise self._not_found(memory_id)
+            event = Event(
+                self._new_id(ids.EVENT, now), action, now, memory_id, scope=scope, source=who, reason=reason
+            )
+            state = State.RETIRED if retire else State.LIVE
+            if kind == "fact":  # repeat what the fact says, for a reader of the ledger
+                last = self.ws.facts.records[memory_id].values[-1]
+                event = replace(event, subject=last.subject, predicate=last.predicate, object=last.object)
+            elif kind == "note":
+                self.ws.move_note(memory_id, state)
+            else:
+                self.ws.move_log(memory_id, state)
+            self.ws.append_event(event)
+            return Receipt(action, event.event_id, memory_id, kind, scope, who.name, who.verified)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -433,12 +336,12 @@ class Memory:
 
     def _values(self, record: FactRecord, include_history: bool, moment: datetime | None) -> list[FactOut]:
         chosen = record.at(moment) if moment is not None else record.current
-        out = [] if chosen is None else [_fact_out(chosen, record)]
+        out = [] if chosen is None else [fact_out(chosen, record)]
         if include_history:
             older = [v for v in reversed(record.values) if v is not chosen]
             if moment is not None:
                 older = [v for v in older if v.valid_from <= moment]
-            out.extend(_fact_out(v, record) for v in older)
+            out.extend(fact_out(v, record) for v in older)
         return out
 
     def _by_id(
@@ -449,48 +352,10 @@ class Memory:
             return Retrieved(self._values(record, include_history, moment), [])
         note = self.ws.notes.get(memory_id)
         if note is not None and self._visible(caller, note.note.scope):
-            n = note.note
-            root = {State.LIVE: "notes", State.ARCHIVED: "archive", State.RETIRED: "retired/notes"}[
-                note.state
-            ]
-            return Retrieved(
-                [],
-                [
-                    NoteOut(
-                        n.id,
-                        "note",
-                        n.body,
-                        None if n.created is None else format_time(n.created),
-                        n.scope,
-                        list(n.tags),
-                        n.importance,
-                        None if n.source is None else n.source.name,
-                        n.source is not None and n.source.verified,
-                        note.state.value,
-                        str(Path(root) / note.rel),
-                    )
-                ],
-            )
+            path = self.ws.note_path(note).relative_to(self.ws.root)
+            return Retrieved([], [note_out(note.note, note.state, str(path))])
         entry = self.ws.logs.get(memory_id)
         if entry is not None and self._visible(caller, entry.entry.scope):
-            e = entry.entry
             path = self.ws.log_file(entry.day, entry.state).relative_to(self.ws.root)
-            return Retrieved(
-                [],
-                [
-                    NoteOut(
-                        e.id,
-                        "log",
-                        e.text,
-                        format_time(e.time),
-                        e.scope,
-                        [],
-                        None,
-                        None if e.source is None else e.source.name,
-                        e.source is not None and e.source.verified,
-                        entry.state.value,
-                        str(path),
-                    )
-                ],
-            )
+            return Retrieved([], [log_out(entry.entry, entry.state, str(path))])
         raise self._not_found(memory_id)
