@@ -221,13 +221,14 @@ async def idle_engine_rss(root: Path, embedder_socket: Path | None) -> int:
         stop(proc)
 
 
-def seed_owners(data_dir: Path, count: int, prefix: str) -> list[str]:
+def seed_owners(data_dir: Path, count: int, prefix: str) -> dict[str, str]:
+    """``count`` owners, each with a token for their default workspace: {token: workspace id}."""
     store = ControlPlane.open(layout.control_db(data_dir.resolve()))
     try:
-        tokens = []
+        tokens = {}
         for i in range(count):
             owner, ws = store.create_owner(f"{prefix}{i}@bench.example", None)
-            tokens.append(store.create_pat(owner.id, ws.id, "bench")[1])
+            tokens[store.create_pat(owner.id, ws.id, "bench")[1]] = ws.id
         return tokens
     finally:
         store.close()
@@ -267,7 +268,9 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
             async with client_for(gw.url + "/mcp", token=token) as client:
                 await client.call_tool("remember", {"statement": "seed: the fjord deploy uses blue-green"})
         procs = engine_children(gw.proc.pid)
-        engine_rss = [settled_rss(pid, 5.0) for role, pid in procs.items() if role != "embedder"]
+        engine_rss = [
+            settled_rss(pid, 5.0) for role, pid in procs.items() if Path(role).name in many.values()
+        ]
         embedder_rss = (rss_bytes(procs["embedder"]) or 0) if "embedder" in procs else 0
         gateway_rss = rss_bytes(gw.proc.pid) or 0
     finally:
@@ -361,14 +364,24 @@ def table(rows: dict[str, str], calls: int) -> str:
     return "\n".join(lines)
 
 
+START, END = "<!-- gateway-bench:start -->", "<!-- gateway-bench:end -->"
+
+
 def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (or append it), leaving the others alone."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(re.escape(HEADING) + r"\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    """Replace this benchmark's section of ``path`` (or append it), leaving the others alone.
+
+    The section sits between its own HTML-comment markers; without them, it runs from its heading to
+    the next heading or marker comment of another section."""
+    block = f"{START}\n{section.strip()}\n{END}\n"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    marked = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
+    bare = re.compile(re.escape(HEADING) + r"\n.*?(?=^## |^<!-- |\Z)", re.DOTALL | re.MULTILINE)
+    if marked.search(text):
+        text = marked.sub(lambda _: block, text, count=1)
+    elif bare.search(text):
+        text = bare.sub(lambda _: block + "\n", text, count=1)
     else:
-        text = text.rstrip("\n") + "\n\n" + section
+        text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 

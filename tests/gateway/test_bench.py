@@ -17,10 +17,16 @@ def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     assert "keep me" in text and "second" in text and "first" not in text
     assert text.count(HEADING) == 1
-    doc.write_text(text + "\n## Later\n\nalso kept\n", encoding="utf-8")
+    doc.write_text(text + "\n<!-- later:start -->\n## Later\n\nalso kept\n", encoding="utf-8")
     write_section(doc, HEADING + "\n\nthird\n")
     text = doc.read_text(encoding="utf-8")
     assert "also kept" in text and "keep me" in text and "third" in text and "second" not in text
+    assert "<!-- later:start -->\n## Later" in text
+    bare = tmp_path / "bare.md"  # a section written before the markers existed
+    bare.write_text(f"# B\n\n{HEADING}\n\nold\n<!-- other:start -->\n## Other\n\nkept\n", encoding="utf-8")
+    write_section(bare, HEADING + "\n\nnew\n")
+    text = bare.read_text(encoding="utf-8")
+    assert "old" not in text and "new" in text and "<!-- other:start -->\n## Other\n\nkept" in text
 
 
 @pytest.mark.slow
