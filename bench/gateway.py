@@ -66,14 +66,8 @@ class Served:
 
 def serve(data_dir: Path, log: Path) -> Served:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALMANAC_")}
-    env.update(
-        {
-            "ALMANAC_LOG_LEVEL": "warning",
-            "ALMANAC_MAX_ENGINES": "200",
-            "ALMANAC_RATE_LIMIT_BURST": "100000",
-            "ALMANAC_RATE_LIMIT_PER_SECOND": "100000",
-        }
-    )
+    env |= {"ALMANAC_LOG_LEVEL": "warning", "ALMANAC_MAX_ENGINES": "200"}
+    env |= {"ALMANAC_RATE_LIMIT_BURST": "100000", "ALMANAC_RATE_LIMIT_PER_SECOND": "100000"}
     with log.open("ab") as err:
         proc = subprocess.Popen(
             [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
@@ -289,19 +283,8 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
         engine_start_ms = metric_mean(gw.url, "almanac_engine_start_seconds") * 1000
     finally:
         stop(gw.proc)
-    return report(
-        Measured(
-            via_gateway=via_gateway,
-            straight=straight,
-            cold_ms=cold_ms,
-            engine_start_ms=engine_start_ms,
-            engine_rss=engine_rss,
-            embedder_rss=embedder_rss,
-            gateway_rss=gateway_rss,
-            idle_with=idle_with,
-            idle_without=idle_without,
-        )
-    )
+    figures = (via_gateway, straight, cold_ms, engine_start_ms, engine_rss, embedder_rss, gateway_rss)
+    return report(Measured(*figures, idle_with, idle_without))
 
 
 @dataclass(frozen=True)
