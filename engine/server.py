@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -54,7 +55,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     mode.add_argument("--stdio", action="store_true", help="speak MCP on stdin/stdout (one local user)")
     mode.add_argument("--socket", metavar="PATH", help="serve MCP streamable HTTP on this Unix socket")
     mode.add_argument("--reindex", action="store_true", help="rebuild the index from the store and exit")
-    parser.add_argument("--dir", required=True, metavar="PATH", help="the workspace directory")
+    mode.add_argument(
+        "--await-assignment",
+        action="store_true",
+        help="start warm, then read one JSON line on stdin: {socket, dir, log} (the gateway's warm spare)",
+    )
+    parser.add_argument("--dir", metavar="PATH", help="the workspace directory")
     parser.add_argument("--embedder-socket", metavar="PATH", help="the host embedder service's socket")
     parser.add_argument(
         "--embedding-provider",
@@ -63,7 +69,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="how notes are embedded when no --embedder-socket is given (default: local)",
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.await_assignment and not args.dir:
+        parser.error("--dir is required")
+    return args
+
+
+def await_assignment(args: argparse.Namespace) -> bool:
+    """A warm spare: everything is imported; wait for the workspace to serve.
+
+    Reads one JSON line ``{"socket": …, "dir": …, "log": …}`` on stdin; ``log`` (optional) takes
+    over stdout and stderr. End of input without a line means the spare is not needed: False.
+    """
+    import sqlite_vec  # noqa: F401
+
+    import engine.embed.remote  # noqa: F401 - warm what serving will need
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        return False
+    try:
+        assignment = json.loads(line)
+        args.socket, args.dir = str(assignment["socket"]), str(assignment["dir"])
+        log = assignment.get("log")
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"almanac engine: bad assignment line ({exc}); expected {{socket, dir, log}}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    if log:
+        fd = os.open(str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    return True
 
 
 def _bind(path: str) -> socket.socket:
@@ -127,6 +164,8 @@ def serve_socket(mcp: MCPServer, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.await_assignment and not await_assignment(args):
+        return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     workspace = Workspace(Path(args.dir).resolve())
     try:

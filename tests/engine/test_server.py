@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.engine.support import engine_command, snapshot, socket_client, socket_engine, stdio_client
+from tests.engine.support import (
+    engine_command,
+    snapshot,
+    socket_client,
+    socket_engine,
+    stdio_client,
+    wait_healthy,
+)
 
 FACT = {"statement": "Fjord uses Postgres", "subject": "Fjord", "predicate": "database", "object": "Postgres"}
 
@@ -173,3 +181,29 @@ def test_sigterm_stops_the_engine_cleanly(tmp_path: Path) -> None:
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     result = subprocess.run(engine_command("--dir", str(tmp_path)), capture_output=True, timeout=30)
     assert result.returncode == 2 and b"--stdio" in result.stderr
+
+
+@pytest.mark.req("engine:mcp")
+def test_a_warm_spare_serves_the_workspace_it_is_assigned(tmp_path: Path) -> None:
+    ws, sock, log = tmp_path / "ws", tmp_path / "e.sock", tmp_path / "ws.log"
+    proc = subprocess.Popen(engine_command("--await-assignment"), stdin=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"socket": str(sock), "dir": str(ws), "log": str(log)}).encode() + b"\n")
+        proc.stdin.close()
+        wait_healthy(sock, proc)
+        anyio.run(_remember_one, sock)
+        assert (ws / "notes").is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("line, code", [(b"", 0), (b"{not json}\n", 2), (b'{"dir": "x"}\n', 2)])
+def test_a_spare_without_a_good_assignment_exits(line: bytes, code: int) -> None:
+    done = subprocess.run(engine_command("--await-assignment"), input=line, capture_output=True, timeout=60)
+    assert done.returncode == code
+    assert (b"bad assignment" in done.stderr) == (code == 2)
