@@ -80,6 +80,7 @@ def build(settings: Settings) -> Components:
             restart=restart,
             embedder_socket=embedder.spec.socket if embedder else None,
             engine_settings_file=settings.engine_settings_file,
+            warm_spare=settings.engine_warm_spare,
         ),
         metrics,
     )

@@ -40,6 +40,7 @@ from gateway.errors import (
     WorkspaceUnavailable,
 )
 from gateway.metrics import Metrics
+from gateway.spare import WarmSpare
 
 EXIT_LOCKED = 3
 
@@ -58,6 +59,7 @@ class SupervisorConfig:
     restart: policy.RestartPolicy
     embedder_socket: Path | None = None
     engine_settings_file: Path | None = None
+    warm_spare: bool = True
 
 
 class State(enum.Enum):
@@ -99,6 +101,13 @@ def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> 
     return tuple(argv)
 
 
+def spare_argv(config: SupervisorConfig) -> tuple[str, ...]:
+    argv = [*config.engine_command, "--await-assignment"]
+    if config.embedder_socket is not None:
+        argv += ["--embedder-socket", str(config.embedder_socket)]
+    return tuple(argv)
+
+
 class Supervisor:
     def __init__(
         self,
@@ -113,6 +122,11 @@ class Supervisor:
         self._slots: dict[str, Slot] = {}
         self._tg: TaskGroup | None = None
         self._log = logs.get()
+        self._spare = (
+            WarmSpare(spare_argv(config), config.data_dir / "logs" / "spare.log")
+            if config.warm_spare and config.engine_settings_file is None
+            else None
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -120,6 +134,8 @@ class Supervisor:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reaper)
+        if self._spare is not None:
+            self._tg.start_soon(self._spare.fill)
         return self
 
     async def __aexit__(
@@ -127,6 +143,8 @@ class Supervisor:
     ) -> None:
         with anyio.CancelScope(shield=True):
             await self.stop_all(reason="shutdown")
+            if self._spare is not None:
+                await self._spare.close(self.config.stop_timeout)
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(et, exc, tb)
@@ -227,7 +245,11 @@ class Supervisor:
         )
         started, log_from = self._clock(), procs.log_size(spec.log)
         try:
-            proc = await procs.spawn(spec)
+            proc = await self._spare.take(socket, workspace_dir, spec.log) if self._spare else None
+            if proc is None:
+                proc = await procs.spawn(spec)
+            elif self._tg is not None:
+                self._tg.start_soon(self._spare_refill)
         except OSError as exc:
             raise self._failed(slot, EngineStartFailed, f"the engine could not be spawned: {exc}") from exc
         try:
@@ -278,6 +300,13 @@ class Supervisor:
         )
         assert self._tg is not None, "use the supervisor as an async context manager"
         self._tg.start_soon(self._watch, slot, proc, slot.generation)
+
+    async def _spare_refill(self) -> None:
+        assert self._spare is not None
+        try:
+            await self._spare.fill()
+        except OSError as exc:
+            logs.event(self._log, logging.WARNING, "engine.spare_failed", error=str(exc))
 
     def _failed(self, slot: Slot, kind: type[WorkspaceUnavailable], message: str) -> WorkspaceUnavailable:
         now = self._clock()
@@ -374,6 +403,10 @@ class Supervisor:
             await self.stop_idle()
 
     # -- introspection -------------------------------------------------------------------------
+
+    @property
+    def spare_pid(self) -> int | None:
+        return None if self._spare is None else self._spare.pid
 
     def pids(self) -> dict[str, int]:
         return {s.workspace_id: s.proc.pid for s in self._slots.values() if s.proc is not None}

@@ -46,6 +46,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def workspace_of(pid: int) -> Path | None:
+    """The workspace an engine serves: the directory of the lock file it holds open."""
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.endswith("/.almanac.lock"):
+            return Path(target).parent
+    return None
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
@@ -103,9 +115,9 @@ class Gateway:
         """Running engine processes, by workspace directory."""
         found: dict[Path, int] = {}
         for pid in children(self.proc.pid):
-            argv = cmdline(pid)
-            if "engine" in argv and "--dir" in argv and alive(pid):
-                found[Path(argv[argv.index("--dir") + 1])] = pid
+            served = workspace_of(pid) if "engine" in cmdline(pid) and alive(pid) else None
+            if served is not None:  # a warm spare holds no workspace yet
+                found[served] = pid
         return found
 
     def metric(self, name: str) -> float:

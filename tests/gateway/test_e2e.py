@@ -15,6 +15,7 @@ import pytest
 from tests.gateway.conftest import ENGINE
 from tests.gateway.e2e import (
     Gateway,
+    alive,
     children,
     cmdline,
     connect,
@@ -223,8 +224,11 @@ async def test_idle_engines_stop_and_wake_on_the_next_call(tmp_path: Path) -> No
         async with connect(gw, token) as c:
             saved = data(await c.call_tool("remember", _fact("Sleep", "well")))
             pid = gw.engines()[workspace]
-            wait_for(lambda: workspace not in gw.engines(), what="the idle engine to stop")
-            assert gw.metric("almanac_engines_running") == 0
+            wait_for(
+                lambda: not alive(pid) and gw.metric("almanac_engines_running") == 0,
+                what="the idle engine to stop",
+            )
+            assert workspace not in gw.engines()
             woken = data(await c.call_tool("retrieve_memory", {"id": saved["id"]}))
             assert woken["facts"][0]["object"] == "well"
             assert gw.engines().get(workspace, pid) != pid or workspace not in gw.engines()

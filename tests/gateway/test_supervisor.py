@@ -208,3 +208,29 @@ def test_engine_argv() -> None:
         "--settings",
         "/s",
     )
+
+
+async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.req("gw:spawn")
+@pytest.mark.req("perf:cold-start")
+async def test_a_warm_spare_takes_the_next_cold_start_and_is_replaced(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path)) as sup:
+        await _until(lambda: sup.spare_pid is not None, "a spare")
+        first_spare = sup.spare_pid
+        assert await healthz(sup, "ws1") == 200
+        assert sup.pids()["ws1"] == first_spare  # the spare became ws1's engine
+        await _until(lambda: sup.spare_pid not in (None, first_spare), "the next spare")
+        assert (tmp_path / "logs" / "ws1.log").exists()
+    assert first_spare is not None and not alive(first_spare)
+
+
+@pytest.mark.req("gw:spawn")
+async def test_without_a_spare_engines_start_the_ordinary_way(tmp_path: Path) -> None:
+    async with supervising(make_config(tmp_path, warm_spare=False)) as sup:
+        assert await healthz(sup, "ws1") == 200
+        assert sup.spare_pid is None
