@@ -207,6 +207,18 @@ async def compare(clients: dict[str, Client], calls: int) -> dict[str, Latency]:
     }
 
 
+def pss_bytes(pid: int) -> int:
+    """Proportional set size: private pages plus a fair share of pages shared with other processes
+    (libraries mapped by every engine). Summed over processes it is the memory they really use."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="utf-8").splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def settled_rss(pid: int, timeout: float = 20.0) -> int:
     """RSS once it stops moving (background work such as loading a model has finished)."""
     last, stable_since, deadline = -1, time.monotonic(), time.monotonic() + timeout
@@ -291,6 +303,8 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
         ]
         embedder_rss = (rss_bytes(procs["embedder"]) or 0) if "embedder" in procs else 0
         gateway_rss = rss_bytes(gw.proc.pid) or 0
+        host_pss = sum(pss_bytes(pid) for pid in [gw.proc.pid, *procs.values()])
+        engine_pss = [pss_bytes(pid) for role, pid in procs.items() if Path(role).name in many.values()]
     finally:
         stop(gw.proc)
 
@@ -309,7 +323,7 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     finally:
         stop(gw.proc)
     figures = (via_gateway, straight, cold_ms, engine_start_ms, engine_rss, embedder_rss, gateway_rss)
-    return report(Measured(*figures, idle_with, idle_without))
+    return report(Measured(*figures, idle_with, idle_without, engine_pss, host_pss))
 
 
 @dataclass(frozen=True)
@@ -323,6 +337,8 @@ class Measured:
     gateway_rss: int
     idle_with: int
     idle_without: int
+    engine_pss: list[int]
+    host_pss: int
 
 
 def report(m: Measured) -> dict[str, str]:
@@ -354,6 +370,12 @@ def report(m: Measured) -> dict[str, str]:
     rows["gateway + embedder RSS (MB)"] = f"{m.gateway_rss / MB:.0f} + {m.embedder_rss / MB:.0f}"
     projected = m.gateway_rss + m.embedder_rss + 50 * (total / n)
     rows["projected host RSS for 50 workspaces (MB; target ≤ 4096)"] = f"{projected / MB:.0f}"
+    pss_mean = sum(m.engine_pss) / max(1, len(m.engine_pss))
+    rows[f"{n} running workspaces + gateway + embedder: memory really used, PSS (MB)"] = (
+        f"{m.host_pss / MB:.0f}"
+    )
+    projected_pss = m.host_pss + (50 - len(m.engine_pss)) * pss_mean
+    rows["projected host memory for 50 workspaces by PSS (MB; target ≤ 4096)"] = f"{projected_pss / MB:.0f}"
     return rows
 
 
