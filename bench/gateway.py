@@ -371,7 +371,7 @@ def report(m: Measured) -> dict[str, str]:
     projected = m.gateway_rss + m.embedder_rss + 50 * (total / n)
     rows["projected host RSS for 50 workspaces (MB; target ≤ 4096)"] = f"{projected / MB:.0f}"
     pss_mean = sum(m.engine_pss) / max(1, len(m.engine_pss))
-    rows[f"{n} running workspaces + gateway + embedder: memory really used, PSS (MB)"] = (
+    rows[f"{n} running workspaces + spare + gateway + embedder: memory really used, PSS (MB)"] = (
         f"{m.host_pss / MB:.0f}"
     )
     projected_pss = m.host_pss + (50 - len(m.engine_pss)) * pss_mean
