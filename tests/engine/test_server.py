@@ -207,3 +207,40 @@ def test_a_spare_without_a_good_assignment_exits(line: bytes, code: int) -> None
     done = subprocess.run(engine_command("--await-assignment"), input=line, capture_output=True, timeout=60)
     assert done.returncode == code
     assert (b"bad assignment" in done.stderr) == (code == 2)
+
+
+@pytest.mark.req("engine:idle")
+@pytest.mark.req("store:durable")
+def test_an_idle_stop_during_a_stream_of_writes_keeps_every_acknowledged_write(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    acknowledged: list[str] = []
+    with socket_engine(ws, sock) as proc:
+
+        async def writer(n: int) -> None:
+            try:
+                async with socket_client(sock) as client:
+                    for i in range(40):
+                        result = await client.call_tool("remember", {"statement": f"writer {n} item {i}"})
+                        if not result.is_error and result.structured_content:
+                            acknowledged.append(result.structured_content["id"])
+                        if len(acknowledged) == 20:
+                            proc.send_signal(signal.SIGTERM)  # the supervisor's idle stop, mid-stream
+            except Exception:
+                return
+
+        async def writers() -> None:
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(writer, n)
+
+        anyio.run(writers)
+        assert proc.wait(timeout=30) == 0
+    assert len(acknowledged) >= 20
+    with socket_engine(ws, sock):
+
+        async def read() -> list[Any]:
+            async with socket_client(sock) as client:
+                return [await client.call_tool("retrieve_memory", {"id": i}) for i in acknowledged]
+
+        found = anyio.run(read)
+    assert all(not r.is_error for r in found)
