@@ -36,6 +36,7 @@ class IndexDB(IndexReads):
         self.dim = dim
         self.lock = threading.RLock()
         self.rebuilt = False  # true when this open found nothing usable and started empty
+        self._init_caches()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = self._connect()
@@ -88,6 +89,7 @@ class IndexDB(IndexReads):
         if self._meta("model_id") == self.model_id and self._meta("dim") == str(self.dim):
             return
         with self.lock, self.db:
+            self._forget_vectors()
             self.db.execute("DROP TABLE IF EXISTS vec_chunks; DROP TABLE IF EXISTS vec_facts")
             if self.dim > 0:
                 self.db.execute(schema.vec_tables(self.dim))
@@ -154,6 +156,7 @@ class IndexDB(IndexReads):
                 )
                 if pending and self.vectors:
                     self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
+                    self._touch("chunks", rowid)
             for rowid, _, _, grp in old.values():
                 changed = True
                 groups.add(grp)
@@ -169,6 +172,7 @@ class IndexDB(IndexReads):
         self.db.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
+            self._touch("chunks", rowid)
 
     def delete_memory(self, memory: str) -> bool:
         return self.put_memory(memory, [], [])
@@ -176,6 +180,7 @@ class IndexDB(IndexReads):
     def _dirty(self, groups: Iterable[str]) -> None:
         for key in groups:
             if key:
+                self._groups_touched.add(key)
                 self.db.execute(
                     "INSERT INTO groups (key, text, dirty) VALUES (?, '', 1) "
                     "ON CONFLICT (key) DO UPDATE SET dirty = 1",
@@ -200,6 +205,7 @@ class IndexDB(IndexReads):
         self.db.execute("DELETE FROM facts WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_facts WHERE rowid = ?", (rowid,))
+            self._touch("facts", rowid)
 
     def delete_fact(self, memory: str) -> bool:
         with self.lock, self.db:
@@ -243,6 +249,7 @@ class IndexDB(IndexReads):
                     f"INSERT INTO vec_{table} (rowid, embedding) VALUES (?, ?)", (rowid, blob(vector))
                 )
                 self.db.execute(f"UPDATE {table} SET pending = 0 WHERE id = ?", (rowid,))
+                self._touch(table, rowid)
                 if now[0][1]:
                     self._dirty([now[0][1]])
                 done += 1
@@ -256,6 +263,7 @@ class IndexDB(IndexReads):
     def refresh_group(self, key: str) -> None:
         """Recompute a session's text (its members' words, in order) and mean vector."""
         with self.lock, self.db:
+            self._groups_touched.add(key)
             members = self.db.execute(
                 "SELECT id, text FROM chunks WHERE grp = ? ORDER BY created, memory, chunk", (key,)
             ).fetchall()

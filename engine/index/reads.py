@@ -9,7 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
+from engine.index.vectors import VectorMatrix, unit
+
 Vectors = dict[int, np.ndarray[Any, np.dtype[np.float32]]]
+#: Above this many rows, a term's document frequency is estimated from the newest this many.
+DF_SAMPLE = 4096
 
 CHUNK_COLS = (
     "memory, chunk, kind, state, scope, source, speaker, created, grp, importance, name, "
@@ -40,7 +45,6 @@ class ChunkRow:
     grp: str
     importance: float | None
     text: str
-    context: str
     tags: str
     parts: int
 
@@ -75,6 +79,24 @@ class IndexReads:
     lock: threading.RLock
     dim: int
 
+    def _init_caches(self) -> None:
+        """In-memory copies kept in step by the writers (see :meth:`_touch`)."""
+        self._matrices: dict[str, VectorMatrix] = {}
+        self._touched: dict[str, set[int]] = {"chunks": set(), "facts": set()}
+        self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
+        self._groups_touched: set[str] = set()
+        self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
+
+    def _touch(self, table: str, rowid: int) -> None:
+        """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
+        self._touched[table].add(rowid)
+
+    def _forget_vectors(self) -> None:
+        self._matrices.clear()
+        self._group_cache = None
+        for touched in self._touched.values():
+            touched.clear()
+
     @property
     def vectors(self) -> bool:
         return self.dim > 0
@@ -95,13 +117,125 @@ class IndexReads:
         with self.lock:
             return [(int(r), -float(s)) for r, s in self.db.execute(sql, (expression, limit))]
 
+    def keyword(
+        self,
+        table: str,
+        terms: Sequence[str],
+        weights: Sequence[float],
+        limit: int,
+        budget: int,
+        *,
+        informative_only: bool = False,
+    ) -> tuple[list[tuple[int, float]], KeywordPlan]:
+        """Like :meth:`fts` over ``terms`` joined by OR, scoring only what bm25 can tell apart
+        (:func:`~engine.index.keywords.plan_keywords`); returns the matches and the plan. With
+        ``informative_only``, an uninformative plan is not run at all."""
+        with self.lock:
+            stats, rows = self._term_stats(table, terms)
+            plan = plan_keywords(terms, stats, rows, budget)
+            if not plan.terms or (informative_only and plan.uninformative):
+                return [], plan
+            w = ", ".join(f"{x:g}" for x in weights)
+            where, args = f"{table}_fts MATCH ?", [_expression(plan.terms)]
+            if plan.window is not None:
+                sql = f"SELECT id FROM {table} ORDER BY id DESC LIMIT 1 OFFSET ?"
+                floor = self.db.execute(sql, (plan.window - 1,)).fetchall()
+                if floor:
+                    where += " AND rowid >= ?"
+                    args.append(floor[0][0])
+            sql = (
+                f"SELECT rowid, bm25({table}_fts, {w}) AS s FROM {table}_fts WHERE {where} ORDER BY s LIMIT ?"
+            )
+            found = [(int(r), -float(s)) for r, s in self.db.execute(sql, (*args, limit))]
+        return found, plan
+
+    def _term_stats(self, table: str, terms: Sequence[str]) -> tuple[dict[str, TermStats], int]:
+        """Rows of ``<table>_fts`` (as bm25 counts them) and each term's document frequency —
+        exact up to :data:`DF_SAMPLE` rows, else estimated from the newest ``DF_SAMPLE`` rows
+        (a term not among them counts as rare). Cached until the next write."""
+        changes = self.db.total_changes()
+        cached = self._stats.get(table)
+        if cached is None or cached[0] != changes:
+            cached = self._stats[table] = (changes, {}, self._fts_rows(table))
+        _, known, rows = cached
+        missing = [t for t in terms if t not in known]
+        if missing:
+            floor = None
+            if rows > DF_SAMPLE:
+                sql = f"SELECT id FROM {table} ORDER BY id DESC LIMIT 1 OFFSET ?"
+                floor = self.db.execute(sql, (DF_SAMPLE - 1,)).fetchall()[0][0]
+            for term in missing:
+                sql = f"SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?"
+                if floor is None:
+                    df = int(self.db.execute(sql, (_expression([term]),)).fetchall()[0][0])
+                else:
+                    sql += " AND rowid >= ?"
+                    seen = int(self.db.execute(sql, (_expression([term]), floor)).fetchall()[0][0])
+                    df = max(1, seen * rows // DF_SAMPLE)
+                known[term] = TermStats(df)
+        return {t: known[t] for t in terms}, rows
+
+    def _fts_rows(self, table: str) -> int:
+        """The row count FTS5's bm25 uses (the first varint of the table's 'averages' record)."""
+        found = self.db.execute(f"SELECT block FROM {table}_fts_data WHERE id = 1").fetchall()
+        if not found:
+            return 0
+        value = 0
+        for i, byte in enumerate(bytes(found[0][0])[:9]):
+            if i == 8:
+                return (value << 8) | byte
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        return value
+
+    def exists(self, table: str, expression: str) -> bool:
+        """Whether any row of ``<table>_fts`` matches ``expression`` (no ranking)."""
+        with self.lock:
+            sql = f"SELECT 1 FROM {table}_fts WHERE {table}_fts MATCH ? LIMIT 1"
+            return bool(self.db.execute(sql, (expression,)).fetchall())
+
+    def _matrix(self, table: str) -> VectorMatrix:
+        """The in-memory copy of ``vec_<table>``: loaded on first use, then kept in step."""
+        matrix = self._matrices.get(table)
+        touched = self._touched[table]
+        if matrix is None:
+            touched.clear()
+            matrix = self._matrices[table] = VectorMatrix(self.dim)
+            matrix.load(self.db.execute(f"SELECT rowid, embedding FROM vec_{table}"))
+        elif touched:
+            ids = list(touched)
+            touched.clear()
+            now = self._vectors(table, ids)
+            for rowid in ids:
+                vec = now.get(rowid)
+                if vec is None:
+                    matrix.remove(rowid)
+                else:
+                    matrix.upsert(rowid, vec)
+        return matrix
+
     def knn(self, table: str, query: np.ndarray[Any, Any], k: int) -> list[tuple[int, float]]:
         """``(rowid, cosine similarity)`` of the ``k`` nearest vectors."""
+        if not self.vectors:
+            return []
+        with self.lock:
+            return self._matrix(table).knn(query, k)
+
+    def knn_vec0(self, table: str, query: np.ndarray[Any, Any], k: int) -> list[tuple[int, float]]:
+        """The same search done by sqlite-vec itself (a full scan; the reference for tests)."""
         if not self.vectors:
             return []
         sql = f"SELECT rowid, distance FROM vec_{table} WHERE embedding MATCH ? AND k = ?"
         with self.lock:
             return [(int(r), 1.0 - float(d)) for r, d in self.db.execute(sql, (blob(query), k))]
+
+    def cosines(self, table: str, query: np.ndarray[Any, Any], ids: Sequence[int]) -> dict[int, float]:
+        """Cosine similarity of ``query`` to each of ``ids`` that has a vector."""
+        if not self.vectors or not ids:
+            return {}
+        with self.lock:
+            return self._matrix(table).cosines(query, ids)
 
     def _vectors(self, table: str, ids: Sequence[int]) -> Vectors:
         out: Vectors = {}
@@ -128,7 +262,7 @@ class IndexReads:
                 part = tuple(ids[start : start + 500])
                 sql = (
                     "SELECT id, memory, chunk, kind, state, scope, source, speaker, created, grp, "
-                    f"importance, text, context, tags, parts FROM chunks WHERE id IN ({marks(len(part))})"
+                    f"importance, text, tags, parts FROM chunks WHERE id IN ({marks(len(part))})"
                 )
                 for row in self.db.execute(sql, part):
                     out[int(row[0])] = ChunkRow(*row)
@@ -163,13 +297,28 @@ class IndexReads:
         return {str(r[1]): FactRow(*r) for r in rows}
 
     def groups(self, keys: Sequence[str]) -> dict[str, tuple[int, np.ndarray[Any, Any] | None]]:
-        """``key → (rowid, mean vector or None)`` for the groups ``keys``."""
-        out: dict[str, tuple[int, np.ndarray[Any, Any] | None]] = {}
+        """``key → (rowid, mean vector or None)`` for the groups ``keys`` (kept in memory)."""
         with self.lock:
-            sql = f"SELECT key, id, vector FROM groups WHERE key IN ({marks(len(keys))})"
-            for key, rowid, blob in self.db.execute(sql, tuple(keys)):
-                vec = None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32)
-                out[str(key)] = (int(rowid), vec)
+            cache = self._group_cache
+            if cache is None:
+                self._groups_touched.clear()
+                cache = self._group_cache = self._read_groups(None)
+            elif self._groups_touched:
+                stale = sorted(self._groups_touched)
+                self._groups_touched.clear()
+                for key in stale:
+                    cache.pop(key, None)
+                cache.update(self._read_groups(stale))
+            return {k: cache[k] for k in keys if k in cache}
+
+    def _read_groups(self, keys: Sequence[str] | None) -> dict[str, tuple[int, np.ndarray[Any, Any] | None]]:
+        out: dict[str, tuple[int, np.ndarray[Any, Any] | None]] = {}
+        sql = "SELECT key, id, vector FROM groups"
+        args: tuple[str, ...] = ()
+        if keys is not None:
+            sql, args = sql + f" WHERE key IN ({marks(len(keys))})", tuple(keys)
+        for key, rowid, blob in self.db.execute(sql, args):
+            out[str(key)] = (int(rowid), None if blob is None else unit(np.frombuffer(blob, dtype="<f4")))
         return out
 
     def links_from(self, memories: Sequence[str]) -> list[tuple[str, str]]:
@@ -230,6 +379,11 @@ class IndexReads:
                     )
                     for *names, blob in self.db.execute(sql):
                         yield ("vector", table, *names, _rounded(blob))
+
+
+def _expression(terms: Sequence[str]) -> str:
+    """Terms as FTS5 strings joined by OR (the same quoting as ``recall.query.fts_expression``)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 def _rounded(blob: bytes | None) -> tuple[float, ...] | None:

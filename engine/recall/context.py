@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +21,7 @@ from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person, parse_query, quote
 from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
-from engine.recall.search import Hit, graph_hits, rank_chunks
+from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
 
 log = logging.getLogger("almanac.engine.recall")
 
@@ -40,6 +43,8 @@ class RecallSettings:
     include_archived: bool = False
     semantic: bool = True  # False: keyword search only
     depth: int = 100
+    keyword_budget: int = KEYWORD_BUDGET  # rows bm25 may score per query (engine.index.keywords)
+    overlap_embedding: bool = True  # embed the query in a thread while the keyword searches run
     weights: Weights = field(default_factory=Weights)
 
 
@@ -61,7 +66,7 @@ class Recall:
 
     # -- the pieces --------------------------------------------------------------------------------
 
-    def _qvec(self, query: Query) -> np.ndarray[Any, Any] | None:
+    def _wants_vector(self, query: Query) -> bool:
         status = self.indexer.status
         if (
             query.empty
@@ -70,9 +75,10 @@ class Recall:
             or status is None
             or not status.ready
         ):
-            return None
-        if not self.db.any_embedded():
-            return None  # nothing embedded yet: keyword mode until the backlog starts to clear
+            return False
+        return bool(self.db.any_embedded())  # nothing embedded yet: keyword mode until it is
+
+    def _embed(self, query: Query) -> QVec:
         try:
             vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(query.text)
             return vec
@@ -80,14 +86,25 @@ class Recall:
             log.warning("query embedding failed, answering by keywords: %s", exc)
             return None
 
+    def _qvec(self, query: Query) -> QVec:
+        return self._embed(query) if self._wants_vector(query) else None
+
+    def _start_embedding(self, query: Query) -> Callable[[], QVec]:
+        """The query vector, computed in a worker thread while the caller runs the keyword searches
+        (SQLite and the ONNX model both release the GIL); call the result to wait for it."""
+        if not self._wants_vector(query):
+            return lambda: None
+        if not self.settings.overlap_embedding:
+            vec = self._embed(query)
+            return lambda: vec
+        future = _pool().submit(self._embed, query)
+        return future.result
+
     def _unknown_names(self, query: Query) -> int:
-        known = 0
-        for name in query.names:
-            for table in ("chunks", "facts"):
-                if self.db.fts(table, quote(name), (1.0,) * (5 if table == "chunks" else 4), 1):
-                    known += 1
-                    break
-        return len(query.names) - known
+        def known(name: str) -> bool:
+            return self.db.exists("chunks", quote(name)) or self.db.exists("facts", quote(name))
+
+        return sum(1 for name in query.names if not known(name))
 
     def search(
         self,
@@ -96,13 +113,13 @@ class Recall:
         scope: str | None = None,
         include_archived: bool = False,
         limit: int | None = None,
-        qvec: np.ndarray[Any, Any] | None = None,
+        qvec: QVec | Callable[[], QVec] = None,
     ) -> Searched:
         """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
         query = parse_query(text)
         if query.empty:
             return Searched((), "facts", False, 0.0)
-        vector = qvec if qvec is not None else self._qvec(query)
+        vector = qvec if qvec is not None else self._start_embedding(query)
 
         def visible(state: str, item_scope: str | None) -> bool:
             if state == "archived" and not include_archived:
@@ -117,6 +134,7 @@ class Recall:
             depth=self.settings.depth,
             limit=limit or self.settings.notes_limit,
             weights=self.settings.weights,
+            budget=self.settings.keyword_budget,
         )
         if ranked.semantic:
             retrieval = "hybrid" if ranked.keyword else "semantic"
@@ -136,7 +154,7 @@ class Recall:
             found = [FactHit(r, 1.0, 1.0) for r in rows]
         else:
             limit = self.settings.facts_for_query
-            keyword = self.db.fts("facts", query.fts, FACT_WEIGHTS, 50)
+            keyword = self.db.fts("facts", query.fts, FACT_WEIGHTS, 50)  # small rows: bm25 is cheap
             nearest = self.db.knn("facts", qvec, 50) if qvec is not None else []
             near, bm25 = dict(nearest), dict(keyword)
             wanted = [r for r, _ in keyword] + [r for r, c in nearest if c >= self.settings.fact_min_cosine]
@@ -180,9 +198,9 @@ class Recall:
             )
         archived = settings.include_archived if include_archived is None else include_archived
         parsed = parse_query(query)
-        qvec = self._qvec(parsed)
+        qvec = self._start_embedding(parsed)
         searched = self.search(query, scope=scope, include_archived=archived, qvec=qvec)
-        facts = self.facts(parsed, qvec, scope)
+        facts = self.facts(parsed, qvec(), scope)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
         if not parsed.empty and not relevant:
@@ -289,3 +307,15 @@ class Recall:
             item["archived"] = True
             item["banner"] = BANNER
         return item
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="almanac-query-embed")
+        return _POOL

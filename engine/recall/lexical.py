@@ -40,19 +40,21 @@ def lexical_score(query_terms: tuple[str, ...], body: str, tags: Iterable[str] =
     if not query_terms:
         return 0.0
     body_words = words_of(body)
-    in_body = stems(body_words)
-    in_tags = stems(w for tag in tags for w in words_of(tag))
+    distinct = set(body_words)
+    in_body = stems(distinct)
+    in_tags = stems(w for tag in tags if tag for w in words_of(tag))
     covered = 0.0
     for term in query_terms:
         s = stem(term)
         covered += TAG_WEIGHT if s in in_tags else BODY_WEIGHT if s in in_body else 0.0
     score = covered / len(query_terms)
-    if len(query_terms) >= 2 and _contains_run(body_words, query_terms):
+    if len(query_terms) >= 2 and distinct.issuperset(query_terms) and _contains_run(body_words, query_terms):
         score += VERBATIM_BONUS
     return score
 
 
 def _contains_run(words: list[str], terms: tuple[str, ...]) -> bool:
     content = [w for w in words if len(w) >= 2 and w not in STOP_WORDS]
-    n = len(terms)
-    return any(tuple(content[i : i + n]) == terms for i in range(len(content) - n + 1))
+    n, first = len(terms), terms[0]
+    starts = content[: len(content) - n + 1]
+    return any(w == first and tuple(content[i : i + n]) == terms for i, w in enumerate(starts))

@@ -166,7 +166,10 @@ class Query:
 
 def words_of(text: str) -> list[str]:
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return [w.strip("_") for w in _WORD.findall(folded) if w.strip("_")]
+    found: list[str] = _WORD.findall(folded)
+    if "_" not in folded:
+        return found
+    return [w for w in (x.strip("_") for x in found) if w]
 
 
 def terms_of(text: str) -> tuple[str, ...]:

@@ -40,41 +40,52 @@ class Ranked:
     semantic: bool  # vector search ran
 
 
-def _cos(matrix: dict[int, Any], query: np.ndarray[Any, Any]) -> dict[int, float]:
-    return {k: float(np.dot(v, query)) for k, v in matrix.items()}
+QVec = np.ndarray[Any, Any] | None
+#: Rows bm25 may score per query before the plan narrows it (engine.index.keywords).
+KEYWORD_BUDGET = 8_000
 
 
 def rank_chunks(
     db: IndexDB,
     query: Query,
-    qvec: np.ndarray[Any, Any] | None,
+    qvec: QVec | Callable[[], QVec],
     visible: Visible,
     *,
     depth: int = 100,
     limit: int = 20,
     weights: Weights | None = None,
+    budget: int = KEYWORD_BUDGET,
 ) -> Ranked:
-    """The best ``limit`` memories (one hit each) for ``query``, among those ``visible``."""
+    """The best ``limit`` memories (one hit each) for ``query``, among those ``visible``.
+
+    ``qvec`` may be a function that returns the query vector: it is called once the keyword
+    searches are done, so that a query embedding computed meanwhile (in another thread) overlaps
+    them.
+    """
     weights = weights or Weights()
-    keyword = db.fts("chunks", query.fts, CHUNK_WEIGHTS, depth)
-    nearest = db.knn("chunks", qvec, depth) if qvec is not None else []
+    keyword, _ = db.keyword("chunks", query.terms, CHUNK_WEIGHTS, depth, budget)
+    g_keyword: list[tuple[int, float]] = []
+    if weights.group and query.terms:
+        g_keyword, _ = db.keyword("groups", query.terms, (1.0,), 200, budget, informative_only=True)
+    vector = qvec() if callable(qvec) else qvec
+    nearest = db.knn("chunks", vector, depth) if vector is not None else []
     ids = list(dict.fromkeys([r for r, _ in keyword] + [r for r, _ in nearest]))
     rows = {k: r for k, r in db.chunk_rows(ids).items() if visible(r.state, r.scope)}
     if not rows:
-        return Ranked((), bool(query.fts), qvec is not None)
+        return Ranked((), bool(query.terms), vector is not None)
     bm25 = {r: s for r, s in keyword if r in rows}
     cosine = {r: s for r, s in nearest if r in rows}
-    if qvec is not None:
-        cosine.update(_cos(db.chunk_vectors([k for k in rows if k not in cosine]), qvec))
+    if vector is not None:
+        cosine.update(db.cosines("chunks", vector, [k for k in rows if k not in cosine]))
     group_keys = sorted({r.grp for r in rows.values() if r.grp})
     group_score: dict[str, float] = {}
     if group_keys and weights.group:
         groups = db.groups(group_keys)
         by_id = {rowid: key for key, (rowid, _) in groups.items()}
-        g_bm25 = {by_id[r]: s for r, s in db.fts("groups", query.fts, (1.0,), 200) if r in by_id}
+        g_bm25 = {by_id[r]: s for r, s in g_keyword if r in by_id}
         g_cos = {}
-        if qvec is not None:
-            g_cos = {k: float(np.dot(v, qvec)) for k, (_, v) in groups.items() if v is not None}
+        if vector is not None:
+            g_cos = {k: float(np.dot(v, vector)) for k, (_, v) in groups.items() if v is not None}
         group_score = group_scores(g_bm25, g_cos, weights)
     near = {r for r, _ in nearest}
     candidates = [
@@ -93,7 +104,7 @@ def rank_chunks(
         for k, row in rows.items()
     ]
     ranked = best_per_memory(fuse(candidates, group_score, weights))[:limit]
-    return Ranked(tuple(_hit(rows[s.key], s, query) for s in ranked), bool(query.fts), qvec is not None)
+    return Ranked(tuple(_hit(rows[s.key], s, query) for s in ranked), bool(query.terms), vector is not None)
 
 
 def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:

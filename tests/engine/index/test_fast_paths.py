@@ -1,0 +1,117 @@
+"""The fast paths of recall's reads: the in-memory vector matrix and the keyword plan (pure),
+checked against what sqlite-vec and FTS5 themselves answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
+from engine.index.schema import CHUNK_WEIGHTS
+from engine.index.vectors import VectorMatrix
+from tests.engine.index.helpers import CALLER, engine
+
+
+def _unit_rows(n: int, dim: int, seed: int = 1) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _blobs(rows: np.ndarray, first_id: int = 1) -> list[tuple[int, bytes]]:
+    return [(first_id + i, r.astype("<f4").tobytes()) for i, r in enumerate(rows)]
+
+
+def test_exact_matrix_finds_the_true_nearest_vectors_and_follows_updates() -> None:
+    rows = _unit_rows(300, 32)
+    m = VectorMatrix(32)
+    m.load(_blobs(rows))
+    q = rows[7] + 0.01
+    truth = np.argsort(-(rows @ (q / np.linalg.norm(q))))[:10] + 1
+    found = m.knn(q, 10)
+    assert [r for r, _ in found] == [int(t) for t in truth]
+    assert found[0][0] == 8 and found[0][1] == pytest.approx(1.0, abs=1e-2)
+    m.remove(8)
+    assert 8 not in [r for r, _ in m.knn(q, 10)] and m.get(8) is None
+    m.upsert(1000, rows[7])  # a new row: found at once
+    assert m.knn(q, 1)[0][0] == 1000
+    m.upsert(1000, -rows[7])  # changed in place
+    assert m.knn(q, 300)[-1][0] == 1000 and len(m) == 300
+    expected = {1: pytest.approx(1.0), 1000: pytest.approx(-float(rows[0] @ rows[7]))}
+    assert m.cosines(rows[0], [1, 8, 1000]) == expected
+    for i in range(2, 250):  # many removals compact the matrix; what is left still answers right
+        m.remove(i)
+    assert sorted(r for r, _ in m.knn(q, 100)) == [1, *range(250, 301), 1000]
+
+
+def test_beyond_exact_rows_bits_prefilter_and_rescoring_keep_the_nearest() -> None:
+    centres = _unit_rows(300, 384, seed=3)
+    noise = _unit_rows(3000, 384, seed=4)
+    rows = np.repeat(centres, 10, axis=0) + 0.6 * noise  # 300 topics of 10 similar vectors
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    m = VectorMatrix(384, exact_rows=1000)
+    m.load(_blobs(rows))
+    assert m.quantized
+    for topic in range(0, 300, 15):
+        q = centres[topic] + 0.6 * _unit_rows(1, 384, seed=topic)[0]
+        found = m.knn(q, 10)
+        assert {r for r, _ in found} == set(range(topic * 10 + 1, topic * 10 + 11))
+        exact = rows[[r - 1 for r, _ in found]] @ (q / np.linalg.norm(q))
+        assert np.allclose([c for _, c in found], exact, atol=2e-3)  # rescored from float16
+        assert found == sorted(found, key=lambda rc: -rc[1])
+    small = VectorMatrix(384, exact_rows=10)
+    for i, r in enumerate(rows[:20]):  # growing past exact_rows switches representation
+        small.upsert(i + 1, r)
+    assert small.quantized and small.knn(rows[5], 1)[0][0] == 6
+
+
+def test_keyword_plan_drops_terms_bm25_gives_no_weight_unless_nothing_else_is_left() -> None:
+    stats = {"the": TermStats(900), "fjord": TermStats(3), "deploy": TermStats(400), "zz": TermStats(0)}
+    assert plan_keywords(["the", "fjord", "zz"], stats, 1000, 8000) == KeywordPlan(("fjord",), None, ("the",))
+    everywhere = KeywordPlan(("the",), None, (), uninformative=True)
+    assert plan_keywords(["the", "zz"], stats, 1000, 8000) == everywhere  # all common: kept
+    assert plan_keywords(["zz"], stats, 1000, 8000) == KeywordPlan(())
+    assert plan_keywords(["unknown"], {}, 1000, 8000).terms == ("unknown",)
+    big = {"a": TermStats(40_000), "b": TermStats(300), "c": TermStats(6_000), "d": TermStats(60_000)}
+    plan = plan_keywords(["a", "b", "c", "d"], big, 100_000, 8_000)
+    assert plan == KeywordPlan(("b", "c"), None, ("d", "a"))  # rarest first within the budget
+    assert plan_keywords(["c", "a"], big, 100_000, 5_000) == KeywordPlan(("c",), 5_000, ("a",))
+    common = plan_keywords(["a", "d"], big, 60_000, 8_000)  # all common: the rarest, newest rows
+    assert common == KeywordPlan(("a",), 8_000, ("d",), uninformative=True)
+
+
+def test_index_reads_agree_with_sqlite_vec_and_fts5(tmp_path: Path) -> None:
+    with engine(tmp_path) as e:
+        words = [
+            "alpha",
+            "beta",
+            "gamma",
+            "delta",
+            "fjord",
+            "kestrel",
+            "marmot",
+            "quartz",
+            "tundra",
+            "walrus",
+            "yarrow",
+            "zephyr",
+        ]
+        for i in range(60):  # each word in 5 notes (and, as context, in their neighbours)
+            e.memory.remember(CALLER, f"Note {i}: {words[i % 12]} with common words")
+        e.settle()
+        db = e.indexer.db
+        q = e.indexer.embedder.embed_query("a marmot near the fjord")
+        mine, ref = db.knn("chunks", q, 20), db.knn_vec0("chunks", q, 20)
+        assert [r for r, _ in mine] == [r for r, _ in ref]
+        assert np.allclose([c for _, c in mine], [c for _, c in ref], atol=1e-5)
+        e.memory.remember(CALLER, "A marmot sat by the fjord all day")  # written after the matrix loaded
+        e.settle()
+        assert [r for r, _ in db.knn("chunks", q, 5)] == [r for r, _ in db.knn_vec0("chunks", q, 5)]
+        terms = ["common", "marmot", "words"]
+        found, plan = db.keyword("chunks", terms, CHUNK_WEIGHTS, 100, 8000)
+        assert plan.terms == ("marmot",) and set(plan.dropped) == {"common", "words"}
+        reference = db.fts("chunks", '"common" OR "marmot" OR "words"', CHUNK_WEIGHTS, 100)
+        marmots = [r for r, _ in reference][: len(found)]
+        assert {r for r, _ in found} == set(marmots)  # the full query ranks exactly these first
+        assert db.exists("chunks", '"kestrel"') and not db.exists("chunks", '"nowhere"')
