@@ -259,7 +259,13 @@ def main(argv: list[str] | None = None) -> int:
             "## Engine latency (bench/latency.py)\n\n"
             f"Produced by `{command.strip()}` on a 2-core machine, in-process (engine side, no MCP "
             "transport). Targets (SPEC §13): get_context p50 ≤ 5 ms keyword / ≤ 10 ms hybrid on the "
-            "live-shaped workspace, ≤ 50 ms at 100,000 chunks; remember p50 ≤ 5 ms, durable.\n\n"
+            "live-shaped workspace, ≤ 50 ms at 100,000 chunks; remember p50 ≤ 5 ms, durable. Two query "
+            "sets: the synthetic one (3–6 consecutive words of the Zipf-worded notes: nearly every word "
+            'is in most chunks, the worst case for FTS5) and "questions" (the first 200 LoCoMo dev '
+            "questions, natural language; over this synthetic vocabulary they match few chunks). "
+            "`× raw FTS5` is each p50 over the raw FTS5 p50 of the same query set in the same run. The "
+            "100,000-chunk workspace is built through the real write path (`Workspace.save_note` with "
+            "the indexer listening); only its document vectors come from a hashing embedder.\n\n"
         )
         write_docs(header + "\n".join(sections))
     return 0
