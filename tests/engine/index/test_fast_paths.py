@@ -16,7 +16,8 @@ from tests.engine.index.helpers import CALLER, engine
 
 def _unit_rows(n: int, dim: int, seed: int = 1) -> np.ndarray:
     rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
 
 
 def _blobs(rows: np.ndarray, first_id: int = 1) -> list[tuple[int, bytes]]:
