@@ -45,6 +45,21 @@ class Caller:
     client_name: str | None = None
 
 
+def read_scope(caller: Caller, scope: str | None) -> str | None:
+    """The scope a read is limited to: the one asked for, else the connection's pinned scope."""
+    scope = check_scope(scope)
+    if caller.pinned_scope is not None and scope not in (None, caller.pinned_scope):
+        raise Forbidden(
+            f"this connection is pinned to scope {caller.pinned_scope!r}; it cannot read {scope!r}"
+        )
+    return scope if scope is not None else caller.pinned_scope
+
+
+def visible(caller: Caller, memory_scope: str | None) -> bool:
+    """Whether a memory of ``memory_scope`` may be seen by ``caller`` (pinned: its scope + unscoped)."""
+    return caller.pinned_scope is None or memory_scope in (None, caller.pinned_scope)
+
+
 class Memory:
     def __init__(self, workspace: Workspace, clock: Callable[[], datetime] = utc_now) -> None:
         self.ws = workspace
@@ -75,19 +90,6 @@ class Memory:
                 f"omit scope or pass {caller.pinned_scope!r} (not {scope!r})"
             )
         return caller.pinned_scope
-
-    @staticmethod
-    def _read_scope(caller: Caller, scope: str | None) -> str | None:
-        scope = check_scope(scope)
-        if caller.pinned_scope is not None and scope not in (None, caller.pinned_scope):
-            raise Forbidden(
-                f"this connection is pinned to scope {caller.pinned_scope!r}; it cannot read {scope!r}"
-            )
-        return scope if scope is not None else caller.pinned_scope
-
-    @staticmethod
-    def _visible(caller: Caller, memory_scope: str | None) -> bool:
-        return caller.pinned_scope is None or memory_scope in (None, caller.pinned_scope)
 
     @staticmethod
     def _source(caller: Caller, source: str | None) -> Source:
@@ -277,7 +279,7 @@ class Memory:
         action: EventKind = "retire" if retire else "restore"
         with self.ws.lock:
             target = self._target(memory_id)
-            if target is None or not self._visible(caller, target[1]):
+            if target is None or not visible(caller, target[1]):
                 raise self._not_found(memory_id)
             kind, scope, retired = target
             if retired == retire:
@@ -309,7 +311,7 @@ class Memory:
         include_history: bool = False,
         as_of: str | None = None,
     ) -> Retrieved:
-        scope = self._read_scope(caller, scope)
+        scope = read_scope(caller, scope)
         moment = None if as_of is None else parse_when(as_of)
         if memory_id is None and subject is None and predicate is None:
             raise InvalidInput("say what to retrieve: pass a subject, a predicate, or an id")
@@ -320,7 +322,7 @@ class Memory:
             predicate_key = None if predicate is None else normalize_key(predicate)
             facts: list[FactOut] = []
             for record in self.ws.facts.records.values():
-                if record.retired or not self._visible(caller, record.scope):
+                if record.retired or not visible(caller, record.scope):
                     continue
                 if scope is not None and record.scope not in (None, scope):
                     continue
@@ -348,14 +350,14 @@ class Memory:
         self, caller: Caller, memory_id: str, include_history: bool, moment: datetime | None
     ) -> Retrieved:
         record = self.ws.facts.records.get(memory_id)
-        if record is not None and self._visible(caller, record.scope):
+        if record is not None and visible(caller, record.scope):
             return Retrieved(self._values(record, include_history, moment), [])
         note = self.ws.notes.get(memory_id)
-        if note is not None and self._visible(caller, note.note.scope):
+        if note is not None and visible(caller, note.note.scope):
             path = self.ws.note_path(note).relative_to(self.ws.root)
             return Retrieved([], [note_out(note.note, note.state, str(path))])
         entry = self.ws.logs.get(memory_id)
-        if entry is not None and self._visible(caller, entry.entry.scope):
+        if entry is not None and visible(caller, entry.entry.scope):
             path = self.ws.log_file(entry.day, entry.state).relative_to(self.ws.root)
             return Retrieved([], [log_out(entry.entry, entry.state, str(path))])
         raise self._not_found(memory_id)

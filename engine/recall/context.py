@@ -14,7 +14,7 @@ import numpy as np
 from engine.errors import InvalidInput
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
-from engine.memory import Caller, Memory
+from engine.memory import Caller, read_scope
 from engine.recall import budget as B
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
@@ -116,7 +116,16 @@ class Recall:
         qvec: QVec | Callable[[], QVec] = None,
     ) -> Searched:
         """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
-        query = parse_query(text)
+        return self._search(parse_query(text), scope, include_archived, limit, qvec)
+
+    def _search(
+        self,
+        query: Query,
+        scope: str | None,
+        include_archived: bool,
+        limit: int | None,
+        qvec: QVec | Callable[[], QVec],
+    ) -> Searched:
         if query.empty:
             return Searched((), "facts", False, 0.0)
         vector = qvec if qvec is not None else self._start_embedding(query)
@@ -187,7 +196,7 @@ class Recall:
         include_archived: bool | None = None,
     ) -> dict[str, Any]:
         settings = self.settings
-        scope = Memory._read_scope(caller, scope)
+        scope = read_scope(caller, scope)
         budget = settings.max_tokens_default if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int):
             raise InvalidInput("max_tokens must be a whole number of tokens")
@@ -199,7 +208,7 @@ class Recall:
         archived = settings.include_archived if include_archived is None else include_archived
         parsed = parse_query(query)
         qvec = self._start_embedding(parsed)
-        searched = self.search(query, scope=scope, include_archived=archived, qvec=qvec)
+        searched = self._search(parsed, scope, archived, None, qvec)
         facts = self.facts(parsed, qvec(), scope)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
