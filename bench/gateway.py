@@ -123,7 +123,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=60)
 
 
-def _workspace_of(pid: int) -> str | None:
+def workspace_of(pid: int) -> str | None:
     """The workspace an engine serves: the directory of the lock file it holds open."""
     for fd in Path(f"/proc/{pid}/fd").glob("*"):
         try:
@@ -145,7 +145,7 @@ def engine_children(pid: int) -> dict[str, int]:
             if "engine.embed" in argv:
                 found["embedder"] = int(child)
             elif "engine" in argv:
-                found[_workspace_of(int(child)) or "spare"] = int(child)
+                found[workspace_of(int(child)) or "spare"] = int(child)
     return found
 
 

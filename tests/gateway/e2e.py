@@ -23,6 +23,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from bench.gateway import workspace_of
+
 ALMANAC = str(Path(sys.executable).parent / "almanac")
 
 
@@ -44,18 +46,6 @@ def children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def workspace_of(pid: int) -> Path | None:
-    """The workspace an engine serves: the directory of the lock file it holds open."""
-    for fd in Path(f"/proc/{pid}/fd").glob("*"):
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.endswith("/.almanac.lock"):
-            return Path(target).parent
-    return None
 
 
 def cmdline(pid: int) -> list[str]:
@@ -117,7 +107,7 @@ class Gateway:
         for pid in children(self.proc.pid):
             served = workspace_of(pid) if "engine" in cmdline(pid) and alive(pid) else None
             if served is not None:  # a warm spare holds no workspace yet
-                found[served] = pid
+                found[Path(served)] = pid
         return found
 
     def metric(self, name: str) -> float:
