@@ -30,7 +30,7 @@ from engine.store.text import (
     parse_day,
     parse_when,
 )
-from engine.store.workspace import Workspace, content_key
+from engine.store.workspace import NoteRecord, Workspace, content_key
 
 UNKNOWN_SOURCE = "unknown client"
 
@@ -134,7 +134,7 @@ class Memory:
             existing = self.ws.note_by_content.get(content_key(scope, statement))
             if existing is not None:
                 record = self.ws.notes[existing]
-                return self._note_receipt("nochange", record.note, record.rel)
+                return self._note_receipt("nochange", record)
             now = self.clock()
             note_id = self._new_id(ids.NOTE, now)
             rel = Path(f"{now.year:04d}", f"{now.month:02d}", f"{now.day:02d}", f"{note_id}.md")
@@ -147,10 +147,10 @@ class Memory:
                 scope=scope,
                 source=who,
             )
-            self.ws.save_note(note, rel)
-            return self._note_receipt("store", note, rel)
+            return self._note_receipt("store", self.ws.save_note(note, rel))
 
-    def _note_receipt(self, action: str, note: Note, rel: Path) -> Receipt:
+    def _note_receipt(self, action: str, record: NoteRecord) -> Receipt:
+        note = record.note
         return Receipt(
             action=action,
             event_id=ids.event_id_for(note.id),
@@ -159,7 +159,7 @@ class Memory:
             scope=note.scope,
             source=None if note.source is None else note.source.name,
             source_verified=note.source is not None and note.source.verified,
-            path=str(Path("notes") / rel),
+            path=str(self.ws.note_path(record).relative_to(self.ws.root)),
         )
 
     def save_memory(
