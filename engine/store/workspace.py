@@ -219,13 +219,16 @@ class Workspace:
     def log_file(self, day: date, state: State) -> Path:
         return self.root / _LOG_ROOTS[state] / day_path(day)
 
-    def append_log(self, entry: LogEntry, day: date, state: State = State.LIVE) -> LogRecord:
+    def _write_log_entry(self, entry: LogEntry, day: date, state: State) -> None:
         path = self.log_file(day, state)
         text = daylog.format_entry(entry)
         if not path.exists():
             text = daylog.day_title(day) + text
         with durable("append to the day log"):
             fsio.append_durable(path, text.encode())
+
+    def append_log(self, entry: LogEntry, day: date, state: State = State.LIVE) -> LogRecord:
+        self._write_log_entry(entry, day, state)
         record = LogRecord(entry, day, state)
         self.logs[entry.id] = record
         self._changed(entry.id)
@@ -235,10 +238,13 @@ class Workspace:
         """Copy the entry into the other state's day file, then take it out of this one."""
         record = self.logs[entry_id]
         source = self.log_file(record.day, record.state)
-        self.append_log(record.entry, record.day, state)
+        self._write_log_entry(record.entry, record.day, state)
         with durable("rewrite the day log"):
             fsio.write_atomic(source, daylog.remove_entry(self._read(source), entry_id).encode())
-        return self.logs[entry_id]
+        moved = LogRecord(record.entry, record.day, state)
+        self.logs[entry_id] = moved
+        self._changed(entry_id)  # once, after both files are written
+        return moved
 
     def remembered_at(self) -> datetime | None:
         """The newest time anything in the store was written (for status)."""
