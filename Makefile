@@ -23,6 +23,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP)
+	scripts/test-setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

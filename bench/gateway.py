@@ -37,8 +37,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway import layout
-from gateway.procs import rss_bytes
-from gateway.store import ControlPlane
+from gateway.control.store import ControlPlane
+from gateway.engines.procs import rss_bytes
 
 HEADING = "## Gateway (`bench/gateway.py`)"
 ALMANAC = str(Path(sys.executable).parent / "almanac")

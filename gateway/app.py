@@ -17,16 +17,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway import headers as hdr
-from gateway import layout, policy, procs
-from gateway.embedder import EmbedderService
+from gateway import layout
+from gateway.control.store import ControlPlane
+from gateway.edge import headers as hdr
+from gateway.edge.proxy import RESOURCE_METADATA_PATH, McpProxy
+from gateway.edge.ratelimit import RateLimiter
+from gateway.engines import policy, procs
+from gateway.engines.embedder import EmbedderService
+from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
-from gateway.proxy import RESOURCE_METADATA_PATH, McpProxy
-from gateway.ratelimit import RateLimiter
 from gateway.settings import Settings
-from gateway.store import ControlPlane
-from gateway.supervisor import Supervisor, SupervisorConfig
 
 
 @dataclass(frozen=True)

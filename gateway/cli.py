@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 import click
 
 from gateway import layout
+from gateway.auth.passwords import hash_password
+from gateway.control.store import DEFAULT_WORKSPACE, ControlPlane
 from gateway.errors import ConfigError, GatewayError
-from gateway.passwords import hash_password
 from gateway.serve import run
 from gateway.settings import Settings, config_file_path, load_settings, parse_toml
-from gateway.store import DEFAULT_WORKSPACE, ControlPlane
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -17,8 +17,6 @@ class Deferred:
     issue: int | None
 
 
-_NONE = Deferred(None)
-
 REQUIREMENTS: dict[str, Deferred | None] = {
     # §2 the store
     "store:layout": None,
@@ -53,19 +51,19 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "recall:query-safe": None,
     # §5 retire, restore, delete, import, export
     "life:retire": None,
-    "life:delete": _NONE,
-    "life:import": _NONE,
-    "life:export": _NONE,
+    "life:delete": Deferred(12),
+    "life:import": Deferred(12),
+    "life:export": Deferred(12),
     # §6 lifecycle
-    "life:lexical": _NONE,
-    "life:decay": _NONE,
-    "life:cited": _NONE,
-    "life:archive": _NONE,
-    "life:rank-floors": _NONE,
-    "life:retrieval-log": _NONE,
+    "life:lexical": Deferred(9),
+    "life:decay": Deferred(9),
+    "life:cited": Deferred(9),
+    "life:archive": Deferred(9),
+    "life:rank-floors": Deferred(9),
+    "life:retrieval-log": Deferred(9),
     # §7 settings
-    "settings:layers": _NONE,
-    "settings:strict": _NONE,
+    "settings:layers": Deferred(9),
+    "settings:strict": Deferred(9),
     # §8 embeddings
     "embed:local": None,
     "embed:vertex": None,
@@ -79,36 +77,41 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "engine:index": None,
     "engine:rebuild": None,
     "engine:idle": None,
+    "engine:surface": Deferred(10),
     # §10 the gateway
-    "gw:signin": _NONE,
-    "gw:oauth": _NONE,
+    "gw:signin": Deferred(14),
+    "gw:oauth": Deferred(14),
     "gw:pat": None,
     "gw:route": None,
     "gw:spawn": None,
     "gw:503": None,
     "gw:isolation": None,
-    "gw:rest": _NONE,
+    "gw:rest": Deferred(12),
     "gw:ops": None,
     "gw:migrations": None,
     # §12 running it
     "run:two-commands": None,
-    "run:docker": _NONE,
+    "run:docker": Deferred(8),
     "run:cli": None,
     "run:config": None,
+    "run:scale-out": Deferred(15),
     # §13 performance and quality (benchmarks; tests check the bench commands run)
     "perf:context-small": None,
     "perf:context-large": None,
     "perf:write": None,
     "perf:gateway": None,
     "perf:cold-start": None,
-    "perf:rebuild": _NONE,
+    "perf:rebuild": Deferred(9),
     "perf:memory": None,
     "quality:locomo": None,
     "quality:honest-miss": None,
+    "quality:layouts": Deferred(11),
     # §14 reliability and security
-    "rel:kill": _NONE,
-    "rel:concurrency": _NONE,
-    "rel:fuzz": _NONE,
-    "rel:load": _NONE,
-    "sec:authz": _NONE,
+    "rel:kill": Deferred(7),
+    "rel:concurrency": Deferred(7),
+    "rel:fuzz": Deferred(7),
+    "rel:load": Deferred(7),
+    "sec:authz": Deferred(7),
+    # §15 host integration
+    "host:turn-loop": Deferred(13),
 }

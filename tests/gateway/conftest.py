@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from gateway.control.store import ControlPlane
 from gateway.settings import Settings, load_settings
-from gateway.store import ControlPlane
 
 ENGINE = (sys.executable, "-m", "engine")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from gateway.supervisor import Lease, Slot
+from gateway.engines.supervisor import Lease, Slot
 
 Handler = (
     Callable[[httpx.Request], httpx.Response] | Callable[[httpx.Request], Coroutine[Any, Any, httpx.Response]]

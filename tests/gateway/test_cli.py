@@ -8,9 +8,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from gateway import tokens
+from gateway.auth import tokens
 from gateway.cli import main
-from gateway.store import ControlPlane
+from gateway.control.store import ControlPlane
 
 
 def _run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:

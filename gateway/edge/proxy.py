@@ -22,8 +22,12 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
-from gateway import headers as hdr
 from gateway import logs
+from gateway.auth.tokens import parse_bearer
+from gateway.control.store import ControlPlane, Principal
+from gateway.edge import headers as hdr
+from gateway.edge.ratelimit import RateLimiter
+from gateway.engines.supervisor import Lease
 from gateway.errors import (
     EngineUnreachable,
     GatewayError,
@@ -38,10 +42,6 @@ from gateway.errors import (
     render,
 )
 from gateway.metrics import Metrics
-from gateway.ratelimit import RateLimiter
-from gateway.store import ControlPlane, Principal
-from gateway.supervisor import Lease
-from gateway.tokens import parse_bearer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -31,7 +31,9 @@ import anyio
 import httpx
 from anyio.abc import Process, TaskGroup
 
-from gateway import logs, policy, procs
+from gateway import logs
+from gateway.engines import policy, procs
+from gateway.engines.spare import WarmSpare
 from gateway.errors import (
     EngineCapacity,
     EngineCrashLoop,
@@ -40,7 +42,6 @@ from gateway.errors import (
     WorkspaceUnavailable,
 )
 from gateway.metrics import Metrics
-from gateway.spare import WarmSpare
 
 EXIT_LOCKED = 3
 

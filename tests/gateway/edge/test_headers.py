@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import headers as hdr
-from gateway.ratelimit import RateLimiter, take
-from gateway.store import Principal
+from gateway.control.store import Principal
+from gateway.edge import headers as hdr
+from gateway.edge.ratelimit import RateLimiter, take
 
 ADA = Principal("own_1", "ws_1", "con_1", "Claude Code on laptop", read_only=True, scope="project:fjord")
 

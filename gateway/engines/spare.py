@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from gateway import procs
+from gateway.engines import procs
 
 
 class WarmSpare:

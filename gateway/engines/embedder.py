@@ -15,7 +15,8 @@ from typing import Literal
 import anyio
 from anyio.abc import Process
 
-from gateway import logs, policy, procs
+from gateway import logs
+from gateway.engines import policy, procs
 
 Status = Literal["starting", "ready", "failed", "stopped"]
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from gateway.store import Principal
+from gateway.control.store import Principal
 
 RawHeaders = list[tuple[bytes, bytes]]
 

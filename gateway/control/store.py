@@ -13,9 +13,9 @@ from pathlib import Path
 
 import apsw
 
-from gateway import tokens
+from gateway.auth import tokens
+from gateway.control.migrate import load_migrations, migrate
 from gateway.errors import AlreadyExists, OwnerNotFound, TokenNotFound, WorkspaceNotFound
-from gateway.migrate import load_migrations, migrate
 
 DEFAULT_WORKSPACE = "default"
 

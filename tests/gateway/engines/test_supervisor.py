@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway import layout, policy
+from gateway import layout
+from gateway.engines import policy
+from gateway.engines.supervisor import Supervisor, SupervisorConfig, engine_argv
 from gateway.errors import EngineCapacity, EngineCrashLoop, EngineStartFailed, EngineStartTimeout
 from gateway.metrics import Metrics
-from gateway.supervisor import Supervisor, SupervisorConfig, engine_argv
 from tests.gateway.conftest import ENGINE
 
 pytestmark = pytest.mark.anyio

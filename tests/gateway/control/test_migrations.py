@@ -7,8 +7,8 @@ from pathlib import Path
 import apsw
 import pytest
 
+from gateway.control.migrate import current_version, load_migrations, migrate, parse_migrations
 from gateway.errors import ConfigError
-from gateway.migrate import current_version, load_migrations, migrate, parse_migrations
 
 
 def _tables(conn: apsw.Connection) -> set[str]:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.policy import RestartPolicy, SlotView, backoff_delay, capacity_victim, idle_victims, start_gate
+from gateway.engines.policy import (
+    RestartPolicy,
+    SlotView,
+    backoff_delay,
+    capacity_victim,
+    idle_victims,
+    start_gate,
+)
 
 P = RestartPolicy(backoff_initial=0.5, backoff_max=4.0, crash_loop_threshold=3, crash_loop_window=60.0)
 

@@ -16,7 +16,7 @@ import apsw
 
 from gateway.errors import ConfigError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 _BOOTSTRAP = """

@@ -5,7 +5,9 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from gateway import tokens
+from gateway.auth import tokens
+from gateway.auth.passwords import hash_password, verify_password
+from gateway.control.store import ControlPlane
 from gateway.errors import (
     AlreadyExists,
     InvalidEmail,
@@ -15,8 +17,6 @@ from gateway.errors import (
     TokenNotFound,
     WorkspaceNotFound,
 )
-from gateway.passwords import hash_password, verify_password
-from gateway.store import ControlPlane
 
 
 @pytest.mark.req("gw:pat")

@@ -1,0 +1,1 @@
+"""Who is calling: personal access tokens and owner passwords."""

@@ -1,0 +1,1 @@
+"""The control plane: the only SQL in the gateway (store and migrations)."""

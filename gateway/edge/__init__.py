@@ -1,0 +1,1 @@
+"""The ``/mcp`` edge: authenticate, rate-limit, forward to the engine, streaming."""

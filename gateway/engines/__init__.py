@@ -1,0 +1,1 @@
+"""Where a workspace runs: supervisor, warm spare, child processes, the embedder service."""
