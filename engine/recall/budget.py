@@ -34,12 +34,17 @@ def json_tokens(value: Any) -> int:
 
 
 def cut_text(text: str, limit: int = MAX_ITEM_CHARS) -> tuple[str, bool]:
-    """``text`` cut to at most ``limit`` characters (mark included), and whether it was cut."""
+    """``text`` cut to at most ``limit`` characters (mark included), and whether it was cut.
+
+    A cut text is always shorter than ``limit`` allows and never longer than the text it came
+    from; when no word survives the cut (``limit`` leaves no room beside the mark) it is empty.
+    """
     if len(text) <= limit:
         return text, False
-    keep = text[: limit - len(CUT_MARK)]
-    space = keep.rfind(" ", len(keep) - 80)
-    return (keep[:space] if space > 0 else keep) + CUT_MARK, True
+    keep = text[: max(limit - len(CUT_MARK), 0)]
+    space = keep.rfind(" ", max(len(keep) - 80, 0))
+    keep = (keep[:space] if space > 0 else keep).rstrip()
+    return (keep + CUT_MARK if keep else ""), True
 
 
 @dataclass(frozen=True)

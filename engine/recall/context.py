@@ -237,28 +237,38 @@ class Recall:
         )
         by_id = {i["id"]: i for i in fact_items + note_items}
         notes = [by_id[i] for i in plan.notes]
+        dropped, dropped_ids = len(plan.dropped), list(plan.dropped[: B.MAX_DROPPED_IDS])
         if plan.squeeze is not None:
             squeezed = [self._squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
             notes = [n for n in squeezed if n is not None]
+            if len(notes) < len(squeezed):  # not even a cut of it fits: it is dropped after all
+                dropped += 1
+                if len(dropped_ids) < B.MAX_DROPPED_IDS and B.json_tokens(plan.squeeze[0]) < plan.squeeze[1]:
+                    dropped_ids.append(plan.squeeze[0])
         reply = {
             **envelope,
             "facts": [by_id[i] for i in plan.facts],
             "notes": notes,
-            "dropped": {"count": len(plan.dropped), "ids": list(plan.dropped[: B.MAX_DROPPED_IDS])},
+            "dropped": {"count": dropped, "ids": dropped_ids},
         }
         reply["tokens"] = B.json_tokens(reply)
         return reply
 
     @staticmethod
     def _squeeze(item: dict[str, Any], allowance: int) -> dict[str, Any] | None:
+        """``item`` with its text cut until it fits ``allowance`` tokens, or None (it is dropped).
+
+        Every round keeps at most three quarters of the text, so this ends after O(log n) rounds
+        even when nothing but the text's absence would fit (long tags, a tiny budget).
+        """
         text = item["text"]
         while text:
-            text, _ = B.cut_text(text, max(len(text) * 3 // 4, 0))
+            text, _ = B.cut_text(text, len(text) * 3 // 4)
+            if not text:
+                break
             trial = {**item, "text": text, "cut": True}
             if B.json_tokens(trial) + 1 <= allowance:
                 return trial
-            if len(text) <= len(B.CUT_MARK):
-                break
         return None
 
     def _newest_relevant(self, hits: list[Hit]) -> str | None:
