@@ -31,9 +31,10 @@ from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_n
 from engine.embed.local import LocalEmbedder
 from engine.index.indexer import Indexer
 from engine.index.schema import CHUNK_WEIGHTS
-from engine.memory import Caller, Memory
+from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
 from engine.recall.query import parse_query
+from engine.scope import Caller
 from engine.store.model import Note, Source
 from engine.store.workspace import Workspace
 
@@ -171,7 +172,7 @@ def _searches(
     ft, it = iter([parse_query(q).fts for q in qs]), iter(qs * 2)
     return {
         f"FTS5 query alone (raw, top 100){label}": percentiles(
-            timed(lambda: indexer.db.fts("chunks", next(ft), CHUNK_WEIGHTS, 100), n)
+            timed(lambda: indexer.db.reader.fts("chunks", next(ft), CHUNK_WEIGHTS, 100), n)
         ),
         f"get_context keyword{label}": percentiles(timed(lambda: keyword.get_context(CALLER, next(it)), n)),
         f"get_context hybrid (query embedding included){label}": percentiles(
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = []
     with tempfile.TemporaryDirectory(prefix="almanac-latency-") as tmp:
         ws, indexer = build(Path(tmp, "small"), real, args.small_notes, args.small_chars, args.facts)
-        counts = indexer.db.counts()
+        counts = indexer.db.reader.counts()
         shape = (
             f"Live-shaped workspace: {len(ws.notes)} notes, {counts['chunks']:,} chunks, "
             f"{counts['facts']} fact rows; all embedded by the local model "
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(tmp, "large"), embedder, notes, args.small_chars * per_note // 21, args.facts
             )
             built_s = time.perf_counter() - t0
-            counts = indexer.db.counts()
+            counts = indexer.db.reader.counts()
             shape = (
                 f"Large workspace: {len(ws.notes):,} notes, {counts['chunks']:,} chunks, "
                 f"{counts['facts']} fact rows (built and indexed in {built_s:.0f} s); "

@@ -33,9 +33,10 @@ from engine.embed.base import Embedder
 from engine.embed.cache import EmbeddingCache
 from engine.index.indexer import Indexer
 from engine.index.schema import TOKENIZE
-from engine.memory import Caller, Memory
+from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
 from engine.recall.query import parse_query
+from engine.scope import Caller
 from engine.store.workspace import Workspace
 
 DEFAULT_DATA = (

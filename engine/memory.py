@@ -8,12 +8,13 @@ headers or the local client) and either returns a result or raises an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from engine.errors import Forbidden, InvalidInput, NotFound, ReadOnly
+from engine.errors import InvalidInput, NotFound, ReadOnly
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
+from engine.scope import Caller, read_scope, visible, within, write_scope
 from engine.store import ids
 from engine.store.facts import FactRecord
 from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
@@ -23,7 +24,6 @@ from engine.store.text import (
     MAX_REASON,
     MAX_SOURCE,
     check_importance,
-    check_scope,
     check_tags,
     check_text,
     normalize_key,
@@ -33,31 +33,6 @@ from engine.store.text import (
 from engine.store.workspace import NoteRecord, Workspace, content_key
 
 UNKNOWN_SOURCE = "unknown client"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling. ``connection`` is set only from the gateway's authenticated identity."""
-
-    connection: str | None = None
-    read_only: bool = False
-    pinned_scope: str | None = None
-    client_name: str | None = None
-
-
-def read_scope(caller: Caller, scope: str | None) -> str | None:
-    """The scope a read is limited to: the one asked for, else the connection's pinned scope."""
-    scope = check_scope(scope)
-    if caller.pinned_scope is not None and scope not in (None, caller.pinned_scope):
-        raise Forbidden(
-            f"this connection is pinned to scope {caller.pinned_scope!r}; it cannot read {scope!r}"
-        )
-    return scope if scope is not None else caller.pinned_scope
-
-
-def visible(caller: Caller, memory_scope: str | None) -> bool:
-    """Whether a memory of ``memory_scope`` may be seen by ``caller`` (pinned: its scope + unscoped)."""
-    return caller.pinned_scope is None or memory_scope in (None, caller.pinned_scope)
 
 
 class Memory:
@@ -78,18 +53,6 @@ class Memory:
                 "this connection is read-only: it can read memories but not save, retire or restore them "
                 "(ask the owner for a connection with write access)"
             )
-
-    @staticmethod
-    def _write_scope(caller: Caller, scope: str | None) -> str | None:
-        scope = check_scope(scope)
-        if caller.pinned_scope is None:
-            return scope
-        if scope is not None and scope != caller.pinned_scope:
-            raise Forbidden(
-                f"this connection is pinned to scope {caller.pinned_scope!r}: "
-                f"omit scope or pass {caller.pinned_scope!r} (not {scope!r})"
-            )
-        return caller.pinned_scope
 
     @staticmethod
     def _source(caller: Caller, source: str | None) -> Source:
@@ -126,7 +89,7 @@ class Memory:
         if given:
             assert subject is not None and predicate is not None and object is not None
             return self.save_memory(caller, subject, predicate, object, statement, scope, source)
-        scope = self._write_scope(caller, scope)
+        scope = write_scope(caller, scope)
         tag_tuple = check_tags(tags)
         importance = check_importance(importance)
         who = self._source(caller, source)
@@ -178,7 +141,7 @@ class Memory:
         check_text("object", object, limit=MAX_OBJECT, single_line=True)
         if statement is not None:
             check_text("statement", statement)
-        scope = self._write_scope(caller, scope)
+        scope = write_scope(caller, scope)
         who = self._source(caller, source)
         subject, predicate, object = subject.strip(), predicate.strip(), object.strip()
         with self.ws.lock:
@@ -227,7 +190,7 @@ class Memory:
         self._writable(caller)
         check_text("text", text)
         day = None if date is None else parse_day(date)
-        scope = self._write_scope(caller, None)
+        scope = write_scope(caller, None)
         who = self._source(caller, source)
         with self.ws.lock:
             now = self.clock()
@@ -324,7 +287,7 @@ class Memory:
             for record in self.ws.facts.records.values():
                 if record.retired or not visible(caller, record.scope):
                     continue
-                if scope is not None and record.scope not in (None, scope):
+                if not within(scope, record.scope):
                     continue
                 if subject_key is not None and record.subject_key != subject_key:
                     continue

@@ -17,10 +17,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from engine.errors import EngineError
-from engine.memory import Caller, Memory
+from engine.memory import Memory
 from engine.recall.context import Recall
 from engine.recall.status import memory_status as status_of
 from engine.results import Receipt, Retrieved
+from engine.scope import Caller
 
 INSTRUCTIONS = (
     "Almanac is durable memory shared by every client of one owner. Save facts "

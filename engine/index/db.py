@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,19 @@ import sqlite_vec
 
 from engine.index import schema
 from engine.index.docs import ChunkDoc, FactDoc
-from engine.index.reads import CHUNK_COLS, FACT_COLS, ChunkRow, FactRow, IndexReads, blob, marks
+from engine.index.reads import IndexReader, blob
+from engine.index.schema import CHUNKS, FACTS, ChunkRow, FactRow
 
 log = logging.getLogger("almanac.engine.index")
 
-__all__ = ["ChunkRow", "FactRow", "IndexDB"]
+__all__ = ["ChunkRow", "FactRow", "IndexDB", "IndexReader"]
 
 
-class IndexDB(IndexReads):
-    """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables."""
+class IndexDB:
+    """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables.
+
+    This is the writer; :attr:`reader` (an :class:`~engine.index.reads.IndexReader` over the same
+    connection and lock) does the searching and keeps the in-memory copies the writer updates."""
 
     def __init__(self, path: Path, model_id: str, dim: int) -> None:
         self.path = path
@@ -36,7 +41,6 @@ class IndexDB(IndexReads):
         self.dim = dim
         self.lock = threading.RLock()
         self.rebuilt = False  # true when this open found nothing usable and started empty
-        self._init_caches()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = self._connect()
@@ -49,7 +53,12 @@ class IndexDB(IndexReads):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             self.db = self._connect()
             self._create()
+        self.reader = IndexReader(self.db, self.lock, dim)
         self._ensure_vectors()
+
+    @property
+    def vectors(self) -> bool:
+        return self.dim > 0
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -89,7 +98,7 @@ class IndexDB(IndexReads):
         if self._meta("model_id") == self.model_id and self._meta("dim") == str(self.dim):
             return
         with self.lock, self.db:
-            self._forget_vectors()
+            self.reader.forget_vectors()
             self.db.execute("DROP TABLE IF EXISTS vec_chunks; DROP TABLE IF EXISTS vec_facts")
             if self.dim > 0:
                 self.db.execute(schema.vec_tables(self.dim))
@@ -135,28 +144,21 @@ class IndexDB(IndexReads):
                     continue
                 changed = True
                 groups.add(doc.grp)
-                values = (
-                    doc.memory, doc.chunk, doc.kind, doc.state, doc.scope, doc.source, doc.speaker,
-                    doc.created, doc.grp, doc.importance, doc.name, doc.text, doc.context, doc.dates,
-                    doc.tags, doc.parts, doc.embed_text, digest,
-                )  # fmt: skip
+                values = (*row_values(doc), digest)
                 if before is None:
-                    self.db.execute(
-                        f"INSERT INTO chunks ({CHUNK_COLS}) VALUES ({marks(19)})",
-                        (*values, int(self.vectors)),
-                    )
+                    self.db.execute(CHUNKS.insert(), (*values, int(self.vectors)))
                     continue
                 rowid, _, embed, grp = before
                 groups.add(grp)
                 pending = int(self.vectors and embed != doc.embed_text)
-                sets = ", ".join(f"{c.strip()} = ?" for c in CHUNK_COLS.split(",")[:-1])
+                sets = ", ".join(f"{c} = ?" for c in CHUNKS.names if c != "pending")
                 self.db.execute(
                     f"UPDATE chunks SET {sets}, pending = max(pending, ?) WHERE id = ?",
                     (*values, pending, rowid),
                 )
                 if pending and self.vectors:
                     self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-                    self._touch("chunks", rowid)
+                    self.reader.touched("chunks", rowid)
             for rowid, _, _, grp in old.values():
                 changed = True
                 groups.add(grp)
@@ -172,7 +174,7 @@ class IndexDB(IndexReads):
         self.db.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-            self._touch("chunks", rowid)
+            self.reader.touched("chunks", rowid)
 
     def delete_memory(self, memory: str) -> bool:
         return self.put_memory(memory, [], [])
@@ -180,7 +182,7 @@ class IndexDB(IndexReads):
     def _dirty(self, groups: Iterable[str]) -> None:
         for key in groups:
             if key:
-                self._groups_touched.add(key)
+                self.reader.groups_touched([key])
                 self.db.execute(
                     "INSERT INTO groups (key, text, dirty) VALUES (?, '', 1) "
                     "ON CONFLICT (key) DO UPDATE SET dirty = 1",
@@ -192,20 +194,17 @@ class IndexDB(IndexReads):
             rows = self.db.execute("SELECT id, hash FROM facts WHERE memory = ?", (doc.memory,)).fetchall()
             if rows and rows[0][1] == doc.hash:
                 return False
-            values = (
-                doc.memory, doc.subject, doc.predicate, doc.object, doc.statement, doc.subject_key,
-                doc.predicate_key, doc.scope, doc.source, doc.created, doc.hash, int(self.vectors),
-            )  # fmt: skip
+            values = (*row_values(doc), doc.hash, int(self.vectors))
             if rows:
                 self._delete_fact(rows[0][0])
-            self.db.execute(f"INSERT INTO facts ({FACT_COLS}) VALUES ({marks(12)})", values)
+            self.db.execute(FACTS.insert(), values)
             return True
 
     def _delete_fact(self, rowid: int) -> None:
         self.db.execute("DELETE FROM facts WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_facts WHERE rowid = ?", (rowid,))
-            self._touch("facts", rowid)
+            self.reader.touched("facts", rowid)
 
     def delete_fact(self, memory: str) -> bool:
         with self.lock, self.db:
@@ -249,7 +248,7 @@ class IndexDB(IndexReads):
                     f"INSERT INTO vec_{table} (rowid, embedding) VALUES (?, ?)", (rowid, blob(vector))
                 )
                 self.db.execute(f"UPDATE {table} SET pending = 0 WHERE id = ?", (rowid,))
-                self._touch(table, rowid)
+                self.reader.touched(table, rowid)
                 if now[0][1]:
                     self._dirty([now[0][1]])
                 done += 1
@@ -263,7 +262,7 @@ class IndexDB(IndexReads):
     def refresh_group(self, key: str) -> None:
         """Recompute a session's text (its members' words, in order) and mean vector."""
         with self.lock, self.db:
-            self._groups_touched.add(key)
+            self.reader.groups_touched([key])
             members = self.db.execute(
                 "SELECT id, text FROM chunks WHERE grp = ? ORDER BY created, memory, chunk", (key,)
             ).fetchall()
@@ -271,7 +270,7 @@ class IndexDB(IndexReads):
                 self.db.execute("DELETE FROM groups WHERE key = ?", (key,))
                 return
             text = "\n".join(t for _, t in members)
-            vectors = self.chunk_vectors([r for r, _ in members])
+            vectors = self.reader.chunk_vectors([r for r, _ in members])
             packed = None
             if vectors:
                 mean = np.mean(np.stack(list(vectors.values())), axis=0)
@@ -280,6 +279,11 @@ class IndexDB(IndexReads):
             self.db.execute(
                 "UPDATE groups SET text = ?, vector = ?, dirty = 0 WHERE key = ?", (text, packed, key)
             )
+
+
+def row_values(doc: ChunkDoc | FactDoc) -> tuple[Any, ...]:
+    """A document's column values, in its table's column order (its fields)."""
+    return tuple(getattr(doc, f.name) for f in fields(doc))
 
 
 class _Stale(Exception):

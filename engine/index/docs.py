@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
 from engine.store.facts import FactRecord
@@ -74,50 +74,36 @@ class Item:
 
 @dataclass(frozen=True)
 class ChunkDoc:
-    memory: str
-    chunk: int
-    kind: str
-    state: str
+    """A row of ``chunks`` (its fields are the table's columns: :mod:`engine.index.schema`)."""
+
+    memory: str  # nte_… / log_…
+    chunk: int  # 0, 1, … within the memory
+    kind: str  # note | log
+    state: str  # live | archived (retired memories are not indexed)
     scope: str | None
     source: str | None
     speaker: str
     created: str | None
-    grp: str
+    grp: str  # the session (stream + day) it belongs to; '' for none
     importance: float | None
-    name: str
+    name: str  # what a [[wikilink]] calls it (case-folded file stem)
     text: str
-    context: str
-    dates: str
+    context: str  # neighbours' text
+    dates: str  # the time as words
     tags: str
-    parts: int
-    embed_text: str
+    parts: int  # how many chunks the memory has
+    embed_text: str  # what is embedded: previous / text / next
 
     @property
     def hash(self) -> str:
-        return digest(
-            self.memory,
-            str(self.chunk),
-            self.kind,
-            self.state,
-            self.scope or "",
-            self.source or "",
-            self.speaker,
-            self.created or "",
-            self.grp,
-            repr(self.importance),
-            self.name,
-            self.text,
-            self.context,
-            self.dates,
-            self.tags,
-            str(self.parts),
-            self.embed_text,
-        )
+        return digest(*(_part(getattr(self, f.name)) for f in fields(self)))
 
 
 @dataclass(frozen=True)
 class FactDoc:
-    memory: str
+    """A row of ``facts``: a live fact's current value."""
+
+    memory: str  # fct_…
     subject: str
     predicate: str
     object: str
@@ -155,6 +141,13 @@ def fact_doc(record: FactRecord) -> FactDoc | None:
         source=None if value.source is None else value.source.name,
         created=format_time(value.valid_from),
     )
+
+
+def _part(value: object) -> str:
+    """A field as hashed (None → "", a float by its repr)."""
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def digest(*parts: str) -> str:

@@ -313,5 +313,5 @@ class Indexer:
             return True
 
     def backlog(self) -> int:
-        counts = self.db.counts()
+        counts = self.db.reader.counts()
         return counts["chunks_pending"] + counts["facts_pending"]

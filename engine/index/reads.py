@@ -3,95 +3,50 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
+from engine.index.schema import CHUNK_SELECT, CHUNKS, FACT_SELECT, FACTS, ChunkRow, FactRow, marks
 from engine.index.vectors import VectorMatrix, unit
 
 Vectors = dict[int, np.ndarray[Any, np.dtype[np.float32]]]
 #: Above this many rows, a term's document frequency is estimated from the newest this many.
 DF_SAMPLE = 4096
 
-CHUNK_COLS = (
-    "memory, chunk, kind, state, scope, source, speaker, created, grp, importance, name, "
-    "text, context, dates, tags, parts, embed_text, hash, pending"
-)
-FACT_COLS = (
-    "memory, subject, predicate, object, statement, subject_key, predicate_key, scope, source, "
-    "created, hash, pending"
-)
-_FACT_FIELDS = (
-    "id, memory, subject, predicate, object, statement, subject_key, predicate_key, scope, source, created"
-)
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A chunk as recall reads it back."""
-
-    id: int
-    memory: str
-    chunk: int
-    kind: str
-    state: str
-    scope: str | None
-    source: str | None
-    speaker: str
-    created: str | None
-    grp: str
-    importance: float | None
-    text: str
-    tags: str
-    parts: int
-
-
-@dataclass(frozen=True)
-class FactRow:
-    id: int
-    memory: str
-    subject: str
-    predicate: str
-    object: str
-    statement: str
-    subject_key: str
-    predicate_key: str
-    scope: str | None
-    source: str | None
-    created: str
-
-
-def marks(n: int) -> str:
-    return ",".join("?" * n)
-
 
 def blob(vector: np.ndarray[Any, Any]) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
-class IndexReads:
-    """The read side of :class:`~engine.index.db.IndexDB` (same connection, same lock)."""
+class IndexReader:
+    """The read side of the index: searches and row reads over the writer's connection (same
+    lock), and the in-memory copies it keeps — vector matrices, session vectors and term
+    statistics. The writer (:class:`~engine.index.db.IndexDB`) tells it what changed
+    (:meth:`touched`, :meth:`groups_touched`, :meth:`forget_vectors`)."""
 
-    db: Any
-    lock: threading.RLock
-    dim: int
-
-    def _init_caches(self) -> None:
-        """In-memory copies kept in step by the writers (see :meth:`_touch`)."""
+    def __init__(self, db: Any, lock: threading.RLock, dim: int) -> None:
+        self.db = db
+        self.lock = lock
+        self.dim = dim
         self._matrices: dict[str, VectorMatrix] = {}
         self._touched: dict[str, set[int]] = {"chunks": set(), "facts": set()}
         self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
         self._groups_touched: set[str] = set()
         self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
 
-    def _touch(self, table: str, rowid: int) -> None:
+    def touched(self, table: str, rowid: int) -> None:
         """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
         self._touched[table].add(rowid)
 
-    def _forget_vectors(self) -> None:
+    def groups_touched(self, keys: Iterable[str]) -> None:
+        """A writer changed these sessions' rows."""
+        self._groups_touched.update(keys)
+
+    def forget_vectors(self) -> None:
+        """The vector tables were dropped (another model): reload everything on next use."""
         self._matrices.clear()
         self._group_cache = None
         for touched in self._touched.values():
@@ -252,18 +207,12 @@ class IndexReads:
     def chunk_vectors(self, ids: Sequence[int]) -> Vectors:
         return self._vectors("chunks", ids)
 
-    def fact_vectors(self, ids: Sequence[int]) -> Vectors:
-        return self._vectors("facts", ids)
-
     def chunk_rows(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         out: dict[int, ChunkRow] = {}
         with self.lock:
             for start in range(0, len(ids), 500):
                 part = tuple(ids[start : start + 500])
-                sql = (
-                    "SELECT id, memory, chunk, kind, state, scope, source, speaker, created, grp, "
-                    f"importance, text, tags, parts FROM chunks WHERE id IN ({marks(len(part))})"
-                )
+                sql = f"{CHUNK_SELECT} WHERE id IN ({marks(len(part))})"
                 for row in self.db.execute(sql, part):
                     out[int(row[0])] = ChunkRow(*row)
         return out
@@ -278,23 +227,21 @@ class IndexReads:
         return list(self.chunk_rows([r for (r,) in rows]).values())
 
     def fact_rows(self, ids: Sequence[int] | None = None) -> dict[int, FactRow]:
-        cols = _FACT_FIELDS
         with self.lock:
             if ids is None:
-                rows = self.db.execute(f"SELECT {cols} FROM facts").fetchall()
+                rows = self.db.execute(FACT_SELECT).fetchall()
             else:
-                rows = self.db.execute(
-                    f"SELECT {cols} FROM facts WHERE id IN ({marks(len(ids))})", tuple(ids)
-                ).fetchall()
+                sql = f"{FACT_SELECT} WHERE id IN ({marks(len(ids))})"
+                rows = self.db.execute(sql, tuple(ids)).fetchall()
         return {int(r[0]): FactRow(*r) for r in rows}
 
     def facts_by_memory(self, memories: Sequence[str]) -> dict[str, FactRow]:
         if not memories:
             return {}
         with self.lock:
-            sql = f"SELECT {_FACT_FIELDS} FROM facts WHERE memory IN ({marks(len(memories))})"
+            sql = f"{FACT_SELECT} WHERE memory IN ({marks(len(memories))})"
             rows = self.db.execute(sql, tuple(memories)).fetchall()
-        return {str(r[1]): FactRow(*r) for r in rows}
+        return {r.memory: r for r in (FactRow(*row) for row in rows)}
 
     def groups(self, keys: Sequence[str]) -> dict[str, tuple[int, np.ndarray[Any, Any] | None]]:
         """``key → (rowid, mean vector or None)`` for the groups ``keys`` (kept in memory)."""
@@ -331,13 +278,6 @@ class IndexReads:
             )
             return [(str(a), str(b)) for a, b in self.db.execute(sql, tuple(memories))]
 
-    def speakers(self) -> set[str]:
-        with self.lock:
-            rows = self.db.execute(
-                "SELECT DISTINCT speaker FROM chunks UNION SELECT DISTINCT subject FROM facts"
-            ).fetchall()
-        return {str(s) for (s,) in rows if s}
-
     def any_embedded(self) -> bool:
         with self.lock:
             sql = (
@@ -361,9 +301,11 @@ class IndexReads:
     def dump(self) -> Iterator[tuple[Any, ...]]:
         """Every row in a stable order, rowids left out (for the rebuild test, ``engine:rebuild``)."""
         with self.lock:
-            for row in self.db.execute(f"SELECT 'chunk', {CHUNK_COLS} FROM chunks ORDER BY memory, chunk"):
+            for row in self.db.execute(
+                f"SELECT 'chunk', {CHUNKS.column_list} FROM chunks ORDER BY memory, chunk"
+            ):
                 yield row
-            for row in self.db.execute(f"SELECT 'fact', {FACT_COLS} FROM facts ORDER BY memory"):
+            for row in self.db.execute(f"SELECT 'fact', {FACTS.column_list} FROM facts ORDER BY memory"):
                 yield row
             yield from self.db.execute("SELECT 'link', src, target FROM links ORDER BY src, target")
             for key, text, blob, dirty in self.db.execute(

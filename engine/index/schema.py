@@ -1,4 +1,11 @@
-"""The index's SQL: tables, FTS5 external-content tables and their triggers (``engine:index``).
+"""The index's tables, each declared once (``engine:index``).
+
+The stored columns of ``chunks`` and ``facts`` are the fields of the row documents
+(:class:`~engine.index.docs.ChunkDoc`, :class:`~engine.index.docs.FactDoc`) plus ``hash`` and
+``pending``; their SQL types come from the fields' types. Each :class:`Table` derives its
+``CREATE`` statement, its FTS5 external-content table and triggers, and the column lists of
+inserts, updates and selects. The row types recall reads back (:class:`ChunkRow`,
+:class:`FactRow`) are checked against the table when this module is imported.
 
 ``SCHEMA_VERSION`` goes into ``PRAGMA user_version``. An index with any other version, or one
 SQLite calls corrupt, is deleted and rebuilt from the store — never migrated.
@@ -6,126 +13,181 @@ SQLite calls corrupt, is deleted and rebuilt from the store — never migrated.
 
 from __future__ import annotations
 
-from typing import Final
+import types
+import typing
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+from engine.index.docs import ChunkDoc, FactDoc
 
 SCHEMA_VERSION: Final = 4
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
-#: bm25 column weights of ``chunks_fts``: text, context (neighbours), dates, speaker, tags.
-CHUNK_WEIGHTS: Final = (1.0, 0.75, 2.0, 0.5, 3.0)
-#: bm25 column weights of ``facts_fts``: subject, predicate, object, statement.
-FACT_WEIGHTS: Final = (2.0, 1.5, 2.0, 1.0)
 
-CHUNK_FTS_COLUMNS: Final = ("text", "context", "dates", "speaker", "tags")
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql: str  # type and constraint, e.g. "TEXT NOT NULL"
 
-TABLES: Final = f"""
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 
-CREATE TABLE chunks (
-    id          INTEGER PRIMARY KEY,
-    memory      TEXT    NOT NULL,   -- nte_… / log_…
-    chunk       INTEGER NOT NULL,   -- 0, 1, … within the memory
-    kind        TEXT    NOT NULL,   -- note | log
-    state       TEXT    NOT NULL,   -- live | archived (retired memories are not indexed)
-    scope       TEXT,
-    source      TEXT,
-    speaker     TEXT    NOT NULL,
-    created     TEXT,
-    grp         TEXT    NOT NULL,   -- the session (stream + day) it belongs to; '' for none
-    importance  REAL,
-    name        TEXT    NOT NULL,   -- what a [[wikilink]] calls it (case-folded file stem)
-    text        TEXT    NOT NULL,
-    context     TEXT    NOT NULL,   -- neighbours' text
-    dates       TEXT    NOT NULL,   -- the time as words
-    tags        TEXT    NOT NULL,
-    parts       INTEGER NOT NULL,   -- how many chunks the memory has
-    embed_text  TEXT    NOT NULL,   -- what is embedded: previous / text / next
-    hash        TEXT    NOT NULL,
-    pending     INTEGER NOT NULL,   -- 1 while its vector is missing
-    UNIQUE (memory, chunk)
-);
-CREATE INDEX chunks_grp ON chunks (grp);
-CREATE INDEX chunks_name ON chunks (name);
-CREATE INDEX chunks_pending ON chunks (pending) WHERE pending = 1;
+@dataclass(frozen=True)
+class Table:
+    """A table: its columns (after ``id INTEGER PRIMARY KEY``), FTS5 columns with bm25 weights."""
 
-CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    text, context, dates, speaker, tags,
-    content='chunks', content_rowid='id', tokenize='{TOKENIZE}'
-);
-CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, text, context, dates, speaker, tags)
-    VALUES (new.id, new.text, new.context, new.dates, new.speaker, new.tags);
-END;
-CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text, context, dates, speaker, tags)
-    VALUES ('delete', old.id, old.text, old.context, old.dates, old.speaker, old.tags);
-END;
-CREATE TRIGGER chunks_au AFTER UPDATE OF text, context, dates, speaker, tags ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text, context, dates, speaker, tags)
-    VALUES ('delete', old.id, old.text, old.context, old.dates, old.speaker, old.tags);
-    INSERT INTO chunks_fts (rowid, text, context, dates, speaker, tags)
-    VALUES (new.id, new.text, new.context, new.dates, new.speaker, new.tags);
-END;
+    name: str
+    columns: tuple[Column, ...]
+    fts: tuple[tuple[str, float], ...] = ()
+    after: str = ""  # constraints and indexes
 
-CREATE TABLE facts (
-    id            INTEGER PRIMARY KEY,
-    memory        TEXT NOT NULL UNIQUE,   -- fct_…
-    subject       TEXT NOT NULL,
-    predicate     TEXT NOT NULL,
-    object        TEXT NOT NULL,
-    statement     TEXT NOT NULL,
-    subject_key   TEXT NOT NULL,
-    predicate_key TEXT NOT NULL,
-    scope         TEXT,
-    source        TEXT,
-    created       TEXT NOT NULL,
-    hash          TEXT NOT NULL,
-    pending       INTEGER NOT NULL
-);
-CREATE INDEX facts_pending ON facts (pending) WHERE pending = 1;
-CREATE VIRTUAL TABLE facts_fts USING fts5(
-    subject, predicate, object, statement,
-    content='facts', content_rowid='id', tokenize='{TOKENIZE}'
-);
-CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN
-    INSERT INTO facts_fts (rowid, subject, predicate, object, statement)
-    VALUES (new.id, new.subject, new.predicate, new.object, new.statement);
-END;
-CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN
-    INSERT INTO facts_fts (facts_fts, rowid, subject, predicate, object, statement)
-    VALUES ('delete', old.id, old.subject, old.predicate, old.object, old.statement);
-END;
-CREATE TRIGGER facts_au AFTER UPDATE OF subject, predicate, object, statement ON facts BEGIN
-    INSERT INTO facts_fts (facts_fts, rowid, subject, predicate, object, statement)
-    VALUES ('delete', old.id, old.subject, old.predicate, old.object, old.statement);
-    INSERT INTO facts_fts (rowid, subject, predicate, object, statement)
-    VALUES (new.id, new.subject, new.predicate, new.object, new.statement);
-END;
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
 
-CREATE TABLE links (src TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (src, target)) WITHOUT ROWID;
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """bm25 weights of the FTS5 columns, in their order."""
+        return tuple(w for _, w in self.fts)
 
-CREATE TABLE groups (
-    id      INTEGER PRIMARY KEY,
-    key     TEXT NOT NULL UNIQUE,
-    text    TEXT NOT NULL,
-    vector  BLOB,                 -- mean of its members' vectors, L2-normalised
-    dirty   INTEGER NOT NULL
-);
-CREATE INDEX groups_dirty ON groups (dirty) WHERE dirty = 1;
-CREATE VIRTUAL TABLE groups_fts USING fts5(
-    text, content='groups', content_rowid='id', tokenize='{TOKENIZE}'
-);
-CREATE TRIGGER groups_ai AFTER INSERT ON groups BEGIN
-    INSERT INTO groups_fts (rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER groups_ad AFTER DELETE ON groups BEGIN
-    INSERT INTO groups_fts (groups_fts, rowid, text) VALUES ('delete', old.id, old.text);
-END;
-CREATE TRIGGER groups_au AFTER UPDATE OF text ON groups BEGIN
-    INSERT INTO groups_fts (groups_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO groups_fts (rowid, text) VALUES (new.id, new.text);
-END;
-"""
+    @property
+    def column_list(self) -> str:
+        return ", ".join(self.names)
+
+    def insert(self) -> str:
+        return f"INSERT INTO {self.name} ({self.column_list}) VALUES ({marks(len(self.columns))})"
+
+    def select(self, row_type: type[Any]) -> str:
+        """``SELECT <row_type's fields> FROM <table>`` (every field must be ``id`` or a column)."""
+        wanted = [f.name for f in fields(row_type)]
+        unknown = [n for n in wanted if n != "id" and n not in self.names]
+        if unknown:
+            raise TypeError(f"{row_type.__name__} reads columns {self.name} does not have: {unknown}")
+        return f"SELECT {', '.join(wanted)} FROM {self.name}"
+
+    def ddl(self) -> str:
+        cols = ",\n    ".join(["id INTEGER PRIMARY KEY", *(f"{c.name} {c.sql}" for c in self.columns)])
+        out = f"CREATE TABLE {self.name} (\n    {cols}{self.after}\n);\n"
+        if not self.fts:
+            return out
+        t, names = self.name, [n for n, _ in self.fts]
+        listed = ", ".join(names)
+        new = ", ".join(f"new.{n}" for n in names)
+        old = ", ".join(f"old.{n}" for n in names)
+        add = f"INSERT INTO {t}_fts (rowid, {listed}) VALUES (new.id, {new});"
+        remove = f"INSERT INTO {t}_fts ({t}_fts, rowid, {listed}) VALUES ('delete', old.id, {old});"
+        return out + (
+            f"CREATE VIRTUAL TABLE {t}_fts USING fts5(\n    {listed},\n"
+            f"    content='{t}', content_rowid='id', tokenize='{TOKENIZE}'\n);\n"
+            f"CREATE TRIGGER {t}_ai AFTER INSERT ON {t} BEGIN {add} END;\n"
+            f"CREATE TRIGGER {t}_ad AFTER DELETE ON {t} BEGIN {remove} END;\n"
+            f"CREATE TRIGGER {t}_au AFTER UPDATE OF {listed} ON {t} BEGIN {remove} {add} END;\n"
+        )
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+_SQL_TYPES: Final = {str: "TEXT", int: "INTEGER", float: "REAL"}
+
+
+def doc_columns(doc_type: type[Any]) -> tuple[Column, ...]:
+    """The columns of a row document: one per field, typed from its annotation (``X | None``: nullable)."""
+    hints = typing.get_type_hints(doc_type)
+    out: list[Column] = []
+    for f in fields(doc_type):
+        hint = hints[f.name]
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        base = [a for a in args if a is not type(None)]
+        if len(base) != 1 or base[0] not in _SQL_TYPES:
+            raise TypeError(f"{doc_type.__name__}.{f.name}: no SQL type for {hint}")
+        out.append(Column(f.name, _SQL_TYPES[base[0]] + ("" if len(args) > 1 else " NOT NULL")))
+    return tuple(out)
+
+
+_TAIL: Final = (Column("hash", "TEXT NOT NULL"), Column("pending", "INTEGER NOT NULL"))
+
+#: Notes and log entries, cut into chunks; FTS over the words and their context (docs/recall.md).
+CHUNKS: Final = Table(
+    "chunks",
+    doc_columns(ChunkDoc) + _TAIL,
+    fts=(("text", 1.0), ("context", 0.75), ("dates", 2.0), ("speaker", 0.5), ("tags", 3.0)),
+    after=",\n    UNIQUE (memory, chunk)",
+)
+#: The current value of every live fact.
+FACTS: Final = Table(
+    "facts",
+    doc_columns(FactDoc) + _TAIL,
+    fts=(("subject", 2.0), ("predicate", 1.5), ("object", 2.0), ("statement", 1.0)),
+    after=",\n    UNIQUE (memory)",
+)
+#: Sessions: one row per (stream, day) with its members' text and mean vector (L2-normalised).
+GROUPS: Final = Table(
+    "groups",
+    (
+        Column("key", "TEXT NOT NULL UNIQUE"),
+        Column("text", "TEXT NOT NULL"),
+        Column("vector", "BLOB"),
+        Column("dirty", "INTEGER NOT NULL"),
+    ),
+    fts=(("text", 1.0),),
+)
+
+CHUNK_WEIGHTS: Final = CHUNKS.weights
+FACT_WEIGHTS: Final = FACTS.weights
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A chunk as recall reads it back (a subset of :data:`CHUNKS`' columns)."""
+
+    id: int
+    memory: str
+    chunk: int
+    kind: str
+    state: str
+    scope: str | None
+    source: str | None
+    speaker: str
+    created: str | None
+    grp: str
+    importance: float | None
+    text: str
+    tags: str
+    parts: int
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """A fact's current value as recall reads it back."""
+
+    id: int
+    memory: str
+    subject: str
+    predicate: str
+    object: str
+    statement: str
+    subject_key: str
+    predicate_key: str
+    scope: str | None
+    source: str | None
+    created: str
+
+
+CHUNK_SELECT: Final = CHUNKS.select(ChunkRow)
+FACT_SELECT: Final = FACTS.select(FactRow)
+
+TABLES: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;\n"
+    + CHUNKS.ddl()
+    + "CREATE INDEX chunks_grp ON chunks (grp);\n"
+    "CREATE INDEX chunks_name ON chunks (name);\n"
+    "CREATE INDEX chunks_pending ON chunks (pending) WHERE pending = 1;\n"
+    + FACTS.ddl()
+    + "CREATE INDEX facts_pending ON facts (pending) WHERE pending = 1;\n"
+    "CREATE TABLE links (src TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (src, target)) WITHOUT ROWID;\n"
+    + GROUPS.ddl()
+    + "CREATE INDEX groups_dirty ON groups (dirty) WHERE dirty = 1;\n"
+)
 
 
 def vec_tables(dim: int) -> str:

@@ -14,7 +14,6 @@ import numpy as np
 from engine.errors import InvalidInput
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
-from engine.memory import Caller, read_scope
 from engine.recall import budget as B
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
@@ -22,6 +21,7 @@ from engine.recall.query import Query, names_person, parse_query, quote
 from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
+from engine.scope import Caller, read_scope, shown
 
 log = logging.getLogger("almanac.engine.recall")
 
@@ -61,7 +61,7 @@ class Searched:
 class Recall:
     def __init__(self, indexer: Indexer, settings: RecallSettings | None = None) -> None:
         self.indexer = indexer
-        self.db = indexer.db
+        self.db = indexer.db.reader
         self.settings = settings or RecallSettings()
 
     # -- the pieces --------------------------------------------------------------------------------
@@ -85,9 +85,6 @@ class Recall:
         except Exception as exc:  # a failing provider degrades recall to keywords, never breaks it
             log.warning("query embedding failed, answering by keywords: %s", exc)
             return None
-
-    def _qvec(self, query: Query) -> QVec:
-        return self._embed(query) if self._wants_vector(query) else None
 
     def _start_embedding(self, query: Query) -> Callable[[], QVec]:
         """The query vector, computed in a worker thread while the caller runs the keyword searches
@@ -131,9 +128,7 @@ class Recall:
         vector = qvec if qvec is not None else self._start_embedding(query)
 
         def visible(state: str, item_scope: str | None) -> bool:
-            if state == "archived" and not include_archived:
-                return False
-            return scope is None or item_scope in (None, scope)
+            return shown(state, item_scope, scope, include_archived)
 
         ranked = rank_chunks(
             self.db,

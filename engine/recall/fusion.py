@@ -15,7 +15,7 @@ Weights are :class:`Weights`; the defaults are the ones measured on LoCoMo's dev
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,3 @@ def best_per_memory(scored: Sequence[Scored]) -> list[Scored]:
             seen.add(s.memory)
             out.append(s)
     return out
-
-
-def with_reason(scored: Scored, reason: str) -> Scored:
-    return replace(scored, reason=reason)

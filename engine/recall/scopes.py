@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from engine.index.db import FactRow
+from engine.index.schema import FactRow
+from engine.scope import within
 from engine.store.ids import fact_id
 
 
@@ -47,7 +48,7 @@ def scope_rule(found: Sequence[FactHit], scope: str | None, twins: Mapping[str, 
             hit = replace(hit, row=scoped, scope_note=note)
         elif row.scope == scope and unscoped is not None:
             hit = replace(hit, scope_note=note)
-        elif row.scope not in (None, scope):
+        elif not within(scope, row.scope):
             continue
         if hit.row.memory not in seen:
             seen.add(hit.row.memory)

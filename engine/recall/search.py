@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.index.db import ChunkRow, IndexDB
-from engine.index.schema import CHUNK_WEIGHTS
+from engine.index.reads import IndexReader
+from engine.index.schema import CHUNK_WEIGHTS, ChunkRow
 from engine.recall.fusion import Candidate, Scored, Weights, best_per_memory, fuse, group_scores
 from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person
@@ -46,7 +46,7 @@ KEYWORD_BUDGET = 8_000
 
 
 def rank_chunks(
-    db: IndexDB,
+    db: IndexReader,
     query: Query,
     qvec: QVec | Callable[[], QVec],
     visible: Visible,
@@ -112,7 +112,7 @@ def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:
     return Hit(row, scored.score, scored.reason, scored.cosine, lexical)
 
 
-def graph_hits(db: IndexDB, hits: tuple[Hit, ...], visible: Visible, *, follow: int = 5) -> list[Hit]:
+def graph_hits(db: IndexReader, hits: tuple[Hit, ...], visible: Visible, *, follow: int = 5) -> list[Hit]:
     """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, not already among them."""
     sources = [h.memory for h in hits[:follow]]
     if not sources:

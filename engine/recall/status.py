@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.index.indexer import INDEX_DIR
-from engine.memory import Caller
 from engine.recall.context import Recall
+from engine.scope import Caller, within
 from engine.store.model import State
 
 
@@ -29,23 +29,23 @@ def _bytes(root: Path, skip: tuple[str, ...] = ()) -> int:
 def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
     indexer = recall.indexer
     ws = indexer.ws
-    visible = caller.pinned_scope
+    limit = caller.pinned_scope
     with ws.lock:
         counts: dict[str, dict[str, int]] = {
             kind: {s.value: 0 for s in State} for kind in ("fact", "note", "log")
         }
         for record in ws.facts.records.values():
-            if visible is None or record.scope in (None, visible):
+            if within(limit, record.scope):
                 counts["fact"]["retired" if record.retired else "live"] += 1
         for note in ws.notes.values():
-            if visible is None or note.note.scope in (None, visible):
+            if within(limit, note.note.scope):
                 counts["note"][note.state.value] += 1
         for entry in ws.logs.values():
-            if visible is None or entry.entry.scope in (None, visible):
+            if within(limit, entry.entry.scope):
                 counts["log"][entry.state.value] += 1
         newest = ws.remembered_at()
         problems = len(ws.problems)
-    index = indexer.db.counts()
+    index = indexer.db.reader.counts()
     provider = indexer.status
     settings = asdict(recall.settings)
     settings["embedding_provider"] = indexer.embedder.provider

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BadScope, Forbidden, InvalidInput, NotFound, ReadOnly, TooLong
-from engine.memory import Caller, Memory
+from engine.memory import Memory
+from engine.scope import Caller
 from engine.store.workspace import Workspace
 from tests.engine.conftest import Clock
 from tests.engine.support import snapshot

@@ -12,8 +12,9 @@ from pathlib import Path
 from engine.embed.base import Embedder, Matrix, ProviderName, ProviderStatus, Vector
 from engine.embed.local import LocalEmbedder
 from engine.index.indexer import Indexer
-from engine.memory import Caller, Memory
+from engine.memory import Memory
 from engine.recall.context import Recall
+from engine.scope import Caller
 from engine.store.workspace import Workspace
 
 EMBEDDER = LocalEmbedder()  # the real model; loaded once per test process

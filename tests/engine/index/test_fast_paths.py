@@ -101,7 +101,7 @@ def test_index_reads_agree_with_sqlite_vec_and_fts5(tmp_path: Path) -> None:
         for i in range(60):  # each word in 5 notes (and, as context, in their neighbours)
             e.memory.remember(CALLER, f"Note {i}: {words[i % 12]} with common words")
         e.settle()
-        db = e.indexer.db
+        db = e.indexer.db.reader
         q = e.indexer.embedder.embed_query("a marmot near the fjord")
         mine, ref = db.knn("chunks", q, 20), db.knn_vec0("chunks", q, 20)
         assert [r for r, _ in mine] == [r for r, _ in ref]

@@ -36,7 +36,7 @@ def test_the_index_is_sqlite_with_wal_fts5_and_vectors_under_dot_index(tmp_path:
         assert db.db.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
         names = {r[0] for r in db.db.execute("SELECT name FROM sqlite_master")}
         assert {"chunks_fts", "facts_fts", "groups_fts", "vec_chunks", "vec_facts", "links"} <= names
-        counts = db.counts()
+        counts = db.reader.counts()
         assert counts["chunks"] >= 5 and counts["facts"] == 2 and counts["links"] == 1
         assert counts["chunks_pending"] == 0
 
@@ -47,7 +47,7 @@ def test_a_stale_or_corrupt_index_is_rebuilt_from_the_store(tmp_path: Path, dama
     with engine(tmp_path) as e:
         fill(e)
         e.settle()
-        before = list(e.indexer.db.dump())
+        before = list(e.indexer.db.reader.dump())
     path = tmp_path / INDEX_DIR / INDEX_FILE
     if damage == "version":
         import apsw
@@ -61,7 +61,7 @@ def test_a_stale_or_corrupt_index_is_rebuilt_from_the_store(tmp_path: Path, dama
         path.write_bytes(b"this is not a database" * 100)
     with engine(tmp_path) as e:
         assert e.indexer.db.rebuilt
-        assert list(e.indexer.db.dump()) == before
+        assert list(e.indexer.db.reader.dump()) == before
 
 
 @pytest.mark.req("engine:rebuild")
@@ -70,12 +70,12 @@ def test_deleting_and_rebuilding_the_index_yields_the_same_rows(tmp_path: Path) 
         fill(e)
         e.memory.retire(CALLER, e.memory.remember(CALLER, "to be retired").id)
         e.settle()
-        incremental = list(e.indexer.db.dump())
+        incremental = list(e.indexer.db.reader.dump())
     shutil.rmtree(tmp_path / INDEX_DIR / "index.sqlite", ignore_errors=True)
     for p in (tmp_path / INDEX_DIR).glob("index.sqlite*"):
         p.unlink()
     with engine(tmp_path) as e:
-        rebuilt = list(e.indexer.db.dump())
+        rebuilt = list(e.indexer.db.reader.dump())
     assert rebuilt == incremental
     assert any(row[0] == "vector" for row in rebuilt)
 
@@ -126,7 +126,7 @@ def test_vectors_carry_model_and_dim_and_a_model_change_reembeds_from_the_cache(
     with engine(tmp_path, OffEmbedder()) as e:  # another model: its vectors are dropped
         meta = dict(e.indexer.db.db.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"model_id": "off", "dim": "0"}
-        assert not any(r[0] == "vector" for r in e.indexer.db.dump())
+        assert not any(r[0] == "vector" for r in e.indexer.db.reader.dump())
     for p in (tmp_path / INDEX_DIR).glob("index.sqlite*"):
         p.unlink()  # the cache outlives the index
     assert (tmp_path / INDEX_DIR / CACHE_FILE).exists()
@@ -147,3 +147,24 @@ def test_with_embeddings_off_recall_is_keyword_only(tmp_path: Path) -> None:
         status = memory_status(e.recall, CALLER)
         assert status["embedding"]["provider"] == "off"
         assert status["index"]["waiting_for_embeddings"] == 0
+
+
+def test_each_table_is_declared_once_and_row_types_are_checked_against_it() -> None:
+    from dataclasses import dataclass, fields
+
+    from engine.index.docs import ChunkDoc
+    from engine.index.schema import CHUNK_SELECT, CHUNKS, TABLES, Table
+
+    assert CHUNKS.names[: len(fields(ChunkDoc))] == tuple(f.name for f in fields(ChunkDoc))
+    assert "importance REAL," in TABLES and "memory TEXT NOT NULL," in TABLES and "scope TEXT," in TABLES
+    assert CHUNK_SELECT.startswith("SELECT id, memory, chunk") and CHUNK_SELECT.endswith("FROM chunks")
+    for name, _ in CHUNKS.fts:
+        assert f"new.{name}" in TABLES
+
+    @dataclass(frozen=True)
+    class Wrong:
+        id: int
+        colour: str
+
+    with pytest.raises(TypeError, match="colour"):
+        Table("chunks", CHUNKS.columns).select(Wrong)

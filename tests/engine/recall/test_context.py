@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from engine.memory import Caller
 from engine.recall.budget import estimate_tokens
+from engine.scope import Caller
 from engine.store.model import State
 from engine.tools import build_server
 from tests.engine.index.helpers import CALLER, Engine, GatedEmbedder, engine

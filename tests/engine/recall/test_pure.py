@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.index.db import FactRow
-from engine.index.schema import TOKENIZE
+from engine.index.schema import TOKENIZE, FactRow
 from engine.recall import budget as B
 from engine.recall.fusion import Candidate, Weights, fuse, group_scores
 from engine.recall.lexical import lexical_score
