@@ -15,9 +15,12 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from gateway import layout
+from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
+from gateway.auth.sessions import AccountContext
 from gateway.control.store import ControlPlane
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import RESOURCE_METADATA_PATH, McpProxy
@@ -28,6 +31,8 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
+from gateway.web import account
+from gateway.web.render import STATIC
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Components:
     supervisor: Supervisor
     embedder: EmbedderService | None
     origin_policy: hdr.OriginPolicy
+    accounts: AccountPolicy
 
 
 def is_loopback(host: str) -> bool:
@@ -49,6 +55,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def account_policy(settings: Settings) -> AccountPolicy:
+    signup: SignupMode = "open"
+    if settings.signup in ("invite", "closed"):
+        signup = "invite" if settings.signup == "invite" else "closed"
+    secure = settings.cookie_secure
+    if secure is None:
+        secure = default_cookie_secure(settings.public_url, settings.host)
+    return AccountPolicy(
+        signup=signup,
+        cookie_secure=secure,
+        session_max_age=settings.session_max_age,
+        throttle=ThrottlePolicy(
+            per_account=settings.login_max_failures,
+            per_address=settings.login_max_failures_per_address,
+            window=settings.login_throttle_window,
+        ),
+        public_url=settings.public_url.rstrip("/") if settings.public_url else None,
+        oidc_enabled=settings.oidc_issuer is not None,
+        oidc_name=settings.oidc_name,
+    )
 
 
 def build(settings: Settings) -> Components:
@@ -92,7 +120,15 @@ def build(settings: Settings) -> Components:
         loopback=is_loopback(settings.host),
     )
     store = ControlPlane.open(layout.control_db(data_dir))
-    return Components(settings, store, metrics, supervisor, embedder, origin_policy)
+    return Components(settings, store, metrics, supervisor, embedder, origin_policy, account_policy(settings))
+
+
+def wants_page(request: Request) -> bool:
+    """A browser asking for a page (not an API client, not ``/mcp`` or ``/.well-known``)."""
+    path = request.url.path
+    if path == "/mcp" or path.startswith(("/.well-known/", "/static/")):
+        return False
+    return "text/html" in request.headers.get("accept", "")
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -143,6 +179,8 @@ def create_app(settings: Settings) -> Starlette:
 
     async def on_error(request: Request, exc: Exception) -> Response:
         error = exc if isinstance(exc, GatewayError) else NotFound(f"nothing at {request.url.path}")
+        if wants_page(request):
+            return account.error_page(request, error)
         status, headers, body = render(error)
         return Response(body, status_code=status, headers=headers)
 
@@ -164,9 +202,12 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", metrics),
             Route(RESOURCE_METADATA_PATH, protected_resource),
             Route("/.well-known/oauth-protected-resource", protected_resource),
+            *account.routes(),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={GatewayError: on_error, 404: on_error},
         lifespan=lifespan,
     )
     app.state.components = parts
+    app.state.accounts = AccountContext(parts.store, parts.accounts)
     return app

@@ -9,11 +9,15 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     ├── BadRequest                    400 bad_request
     │   ├── InvalidScope              400 invalid_scope
     │   ├── InvalidEmail              400 invalid_email
-    │   └── InvalidName               400 invalid_name
+    │   ├── InvalidName               400 invalid_name
+    │   ├── InvalidPassword           400 invalid_password
+    │   └── InviteInvalid             400 invite_invalid
     ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
     ├── Forbidden                     403 forbidden
     │   ├── OriginNotAllowed          403 origin_not_allowed
-    │   └── HostNotAllowed            403 host_not_allowed
+    │   ├── HostNotAllowed            403 host_not_allowed
+    │   ├── CsrfFailed                403 csrf_failed
+    │   └── SignupClosed              403 signup_closed
     ├── NotFound                      404 not_found
     │   ├── OwnerNotFound             404 owner_not_found
     │   ├── WorkspaceNotFound         404 workspace_not_found
@@ -74,6 +78,14 @@ class InvalidName(BadRequest):
     code = "invalid_name"
 
 
+class InvalidPassword(BadRequest):
+    code = "invalid_password"
+
+
+class InviteInvalid(BadRequest):
+    code = "invite_invalid"
+
+
 class Unauthorized(GatewayError):
     code = "invalid_token"
     status = 401
@@ -103,6 +115,14 @@ class OriginNotAllowed(Forbidden):
 
 class HostNotAllowed(Forbidden):
     code = "host_not_allowed"
+
+
+class CsrfFailed(Forbidden):
+    code = "csrf_failed"
+
+
+class SignupClosed(Forbidden):
+    code = "signup_closed"
 
 
 class NotFound(GatewayError):

@@ -55,6 +55,17 @@ class Settings:
     embedder: bool = True
     embedder_command: tuple[str, ...] = ()
     embedder_start_timeout: float = field(default=60.0, metadata={"min": 0.1})
+    # owner accounts and the web pages
+    signup: str = field(default="open", metadata={"choices": ("open", "invite", "closed")})
+    cookie_secure: bool | None = None
+    session_max_age: float = field(default=14 * 24 * 3600.0, metadata={"min": 60.0})
+    login_max_failures: int = field(default=5, metadata={"min": 1})
+    login_max_failures_per_address: int = field(default=20, metadata={"min": 1})
+    login_throttle_window: float = field(default=900.0, metadata={"min": 1.0})
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    oidc_name: str = "single sign-on"
     # logs
     log_level: str = field(default="info", metadata={"choices": ("debug", "info", "warning", "error")})
     log_format: str = field(default="json", metadata={"choices": ("json", "text")})
@@ -62,6 +73,13 @@ class Settings:
     def __post_init__(self) -> None:
         if self.public_url is not None and not self.public_url.startswith(("http://", "https://")):
             raise ConfigError(f"public_url must start with http:// or https://, got {self.public_url!r}")
+        oidc = (self.oidc_issuer, self.oidc_client_id, self.oidc_client_secret)
+        if any(oidc) and not all(oidc):
+            raise ConfigError(
+                "OpenID Connect sign-in needs all of oidc_issuer, oidc_client_id and oidc_client_secret"
+            )
+        if self.oidc_issuer is not None and not self.oidc_issuer.startswith(("http://", "https://")):
+            raise ConfigError(f"oidc_issuer must start with https:// (or http://), got {self.oidc_issuer!r}")
         if self.restart_backoff_max < self.restart_backoff_initial:
             raise ConfigError("restart_backoff_max must be at least restart_backoff_initial")
 

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import apsw
 
 from gateway.auth import tokens
+from gateway.control.accounts import AccountQueries
+from gateway.control.clock import utcnow
 from gateway.control.migrate import load_migrations, migrate
 from gateway.errors import AlreadyExists, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
 
-
-def utcnow() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+__all__ = ["DEFAULT_WORKSPACE", "AuditEvent", "Connection", "ControlPlane", "Owner", "Principal", "utcnow"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,7 @@ def _connection(row: tuple[object, ...]) -> Connection:
     )
 
 
-class ControlPlane:
+class ControlPlane(AccountQueries):
     def __init__(self, conn: apsw.Connection) -> None:
         self._conn = conn
 

@@ -54,6 +54,27 @@ _TOUCH_EVERY = 60.0
 _MAX_SESSIONS = 10_000
 
 
+def missing_token_message(header: str | None, base: str) -> str:
+    """What a client without a usable bearer token is told: the two ways in."""
+    ways = (
+        f"Two ways in: add {base}/mcp to an MCP client that signs in (it opens a browser page here "
+        "to sign in and approve the connection), or create a personal access token (sign in at "
+        f"{base}/ or run `almanac token create --owner EMAIL --name NAME`) and send it as "
+        "'Authorization: Bearer <token>'."
+    )
+    if header is None or not header.strip():
+        return "this endpoint needs a bearer token. " + ways
+    scheme, _, rest = header.strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return "the Authorization header says 'Bearer' but carries no token after it. " + ways
+    if not rest.strip():  # one word: a token sent without the scheme
+        return (
+            "the Authorization header must be 'Bearer <token>': put the word 'Bearer' and a space "
+            "before the token. " + ways
+        )
+    return f"the Authorization header uses the {scheme!r} scheme; only 'Bearer <token>' is accepted. " + ways
+
+
 class Engines(Protocol):
     """What the proxy needs from the supervisor (tests pass an engine over a mock transport)."""
 
@@ -177,12 +198,10 @@ class McpProxy:
 
     def _authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
         metadata = base + RESOURCE_METADATA_PATH
-        token = parse_bearer(hdr.get(raw_headers, b"authorization"))
+        header = hdr.get(raw_headers, b"authorization")
+        token = parse_bearer(header)
         if token is None:
-            raise Unauthorized(
-                "a bearer token is required: create one with `almanac token create`",
-                resource_metadata=metadata,
-            )
+            raise Unauthorized(missing_token_message(header, base), resource_metadata=metadata)
         principal = self.store.authenticate(token)
         if principal is None:
             self.store.audit(

@@ -116,6 +116,25 @@ def test_401_points_at_the_resource_metadata_and_denials_are_audited(setup: Setu
     assert b'almanac_auth_failures_total{code="invalid_token"} 2.0' in setup.metrics.render()
 
 
+@pytest.mark.req("gw:route", "gw:signin")
+def test_401_tells_both_ways_in_and_what_is_wrong_with_the_header(setup: Setup) -> None:
+    messages = {}
+    for header in (None, setup.token, f"Token {setup.token}", "Bearer "):
+        headers = {} if header is None else {"Authorization": header}
+        r = setup.client.post("/mcp", json=BODY, headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_token"
+        messages[header] = r.json()["error"]["message"]
+    for message in messages.values():
+        assert "add http://testserver/mcp to an MCP client that signs in" in message
+        assert "create a personal access token" in message and "'Authorization: Bearer <token>'" in message
+    assert messages[None].startswith("this endpoint needs a bearer token")
+    assert messages[setup.token].startswith(
+        "the Authorization header must be 'Bearer <token>': put the word 'Bearer' and a space before"
+    )
+    assert messages[f"Token {setup.token}"].startswith("the Authorization header uses the 'Token' scheme")
+    assert setup.seen == []
+
+
 @pytest.mark.req("gw:route")
 def test_origin_host_method_and_size_are_checked_before_anything_is_forwarded(setup: Setup) -> None:
     c = setup.client

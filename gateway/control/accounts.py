@@ -1,0 +1,208 @@
+"""The control plane's account queries (``gw:signin``): browser sessions, login failures, invite
+codes and upstream OpenID Connect identities. Mixed into :class:`~gateway.control.store.ControlPlane`;
+like it, every method is one short transaction and the only SQL about accounts lives here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import apsw
+
+from gateway.control.clock import utc_in, utcnow
+from gateway.errors import InviteInvalid, OwnerNotFound
+
+if TYPE_CHECKING:
+    from gateway.control.store import Owner, Workspace
+
+
+@dataclass(frozen=True)
+class Session:
+    """One signed-in browser. ``csrf`` is its synchroniser token (never shown outside forms)."""
+
+    session_id: str
+    owner_id: str
+    email: str
+    csrf: str
+    created_at: str
+    expires_at: str
+
+
+class _Plane(Protocol):
+    """What these queries need from the control plane they are mixed into."""
+
+    _conn: apsw.Connection
+
+    def _audit(
+        self,
+        kind: str,
+        owner_id: str | None,
+        workspace_id: str | None,
+        connection_id: str | None,
+        remote: str | None,
+        detail: dict[str, object],
+    ) -> None: ...
+
+    def create_owner(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]: ...
+
+    def owner_by_email(self, email: str) -> Owner: ...
+
+
+def _sha256(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+_SESSION_SELECT = """
+SELECT s.id, s.owner_id, o.email, s.csrf, s.created_at, s.expires_at
+FROM sessions s JOIN owners o ON o.id = s.owner_id
+"""
+
+
+def _session(row: tuple[object, ...]) -> Session:
+    return Session(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]))
+
+
+class AccountQueries:
+    # -- sessions -----------------------------------------------------------------------------
+
+    def create_session(
+        self: _Plane,
+        owner_id: str,
+        *,
+        max_age: float,
+        remote: str | None,
+        user_agent: str | None,
+        method: str,
+    ) -> tuple[Session, str]:
+        """A new session for ``owner_id`` (a sign-in: audited as ``signin.success``); returns it and
+        the cookie secret, which is never stored."""
+        secret = secrets.token_urlsafe(32)
+        session_id, csrf, now = f"ses_{secrets.token_hex(8)}", secrets.token_urlsafe(32), utcnow()
+        expires = utc_in(max_age)
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO sessions (id, owner_id, token_hash, csrf, created_at, expires_at, "
+                "last_seen_at, remote, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, owner_id, _sha256(secret), csrf, now, expires, now, remote, user_agent),
+            )
+            self._audit(
+                "signin.success", owner_id, None, None, remote, {"session": session_id, "method": method}
+            )
+        row = self._conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (session_id,)).fetchone()
+        assert row is not None
+        return _session(row), secret
+
+    def session_by_secret(self: _Plane, secret: str) -> Session | None:
+        """The live session a cookie names, or None (unknown, ended, expired, or owner disabled)."""
+        row = self._conn.execute(
+            _SESSION_SELECT + " WHERE s.token_hash = ? AND s.ended_at IS NULL AND s.expires_at > ? "
+            "AND o.disabled_at IS NULL",
+            (_sha256(secret), utcnow()),
+        ).fetchone()
+        return None if row is None else _session(row)
+
+    def end_session(self: _Plane, session: Session, *, remote: str | None) -> None:
+        """Sign out: the session stops working at once (audited as ``signout``)."""
+        with self._conn:
+            self._conn.execute(
+                "UPDATE sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL",
+                (utcnow(), session.session_id),
+            )
+            self._audit("signout", session.owner_id, None, None, remote, {"session": session.session_id})
+
+    # -- login throttling ---------------------------------------------------------------------
+
+    def login_failures(self: _Plane, key: str, *, window: float) -> int:
+        """How many failed sign-ins ``key`` has had in the last ``window`` seconds."""
+        row = self._conn.execute(
+            "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, utc_in(-window))
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def record_login_failure(
+        self: _Plane,
+        keys: tuple[str, ...],
+        *,
+        owner_id: str | None,
+        remote: str | None,
+        detail: dict[str, object],
+    ) -> None:
+        """A failed sign-in: one row per throttling key, and a ``signin.failure`` audit event."""
+        now = utcnow()
+        with self._conn:
+            for key in keys:
+                self._conn.execute("INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, now))
+            self._audit("signin.failure", owner_id, None, None, remote, detail)
+
+    def clear_login_failures(self: _Plane, key: str) -> None:
+        with self._conn:
+            self._conn.execute("DELETE FROM login_failures WHERE key = ?", (key,))
+
+    # -- sign-up and invites ------------------------------------------------------------------
+
+    def create_invite(self: _Plane, note: str | None = None) -> str:
+        """A single-use invite code (returned once; only its hash is stored)."""
+        code = secrets.token_urlsafe(12)
+        invite_id = f"inv_{secrets.token_hex(8)}"
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO invites (id, code_hash, note, created_at) VALUES (?, ?, ?, ?)",
+                (invite_id, _sha256(code), note, utcnow()),
+            )
+            self._audit("invite.create", None, None, None, None, {"invite": invite_id, "note": note})
+        return code
+
+    def sign_up(
+        self: _Plane,
+        email: str,
+        password_hash: str | None,
+        *,
+        invite: str | None,
+        remote: str | None,
+        method: str,
+    ) -> Owner:
+        """A new owner (with the ``default`` workspace) in one transaction; with ``invite`` the code
+        must be unused and is consumed. Audited as ``signup``."""
+        with self._conn:
+            invite_id: str | None = None
+            if invite is not None:
+                row = self._conn.execute(
+                    "SELECT id FROM invites WHERE code_hash = ? AND used_at IS NULL", (_sha256(invite),)
+                ).fetchone()
+                if row is None:
+                    raise InviteInvalid("that invite code is unknown or already used; ask for a new one")
+                invite_id = str(row[0])
+            owner, workspace = self.create_owner(email, password_hash)
+            if invite_id is not None:
+                self._conn.execute(
+                    "UPDATE invites SET used_at = ?, used_by = ? WHERE id = ?",
+                    (utcnow(), owner.id, invite_id),
+                )
+            self._audit(
+                "signup", owner.id, workspace.id, None, remote, {"method": method, "invite": invite_id}
+            )
+        return owner
+
+    # -- upstream OpenID Connect identities ---------------------------------------------------
+
+    def owner_by_identity(self: _Plane, issuer: str, subject: str) -> Owner:
+        row = self._conn.execute(
+            "SELECT o.email FROM owner_identities i JOIN owners o ON o.id = i.owner_id "
+            "WHERE i.issuer = ? AND i.subject = ? AND o.disabled_at IS NULL",
+            (issuer, subject),
+        ).fetchone()
+        if row is None:
+            raise OwnerNotFound(f"no owner is linked to {subject!r} at {issuer}")
+        return self.owner_by_email(str(row[0]))
+
+    def link_identity(self: _Plane, issuer: str, subject: str, owner_id: str, email: str | None) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO owner_identities (issuer, subject, owner_id, email, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (issuer, subject, owner_id, email, utcnow()),
+            )
+            self._audit("identity.link", owner_id, None, None, None, {"issuer": issuer, "subject": subject})

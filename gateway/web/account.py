@@ -1,0 +1,257 @@
+"""The account pages (``gw:signin``): ``/`` (signed-in home), ``/login``, ``/signup``, ``/logout``.
+
+Every POST checks its CSRF token first. A refused form is shown again with what to fix and nothing
+changed. Sign-in is throttled per account and per address; every outcome is an audit event
+(``signin.success`` / ``signin.failure`` / ``signin.throttled``, ``signup``, ``signout``).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.auth import accounts
+from gateway.auth.csrf import check_csrf
+from gateway.auth.passwords import hash_password, verify_password
+from gateway.auth.sessions import (
+    clear_session_cookie,
+    context,
+    current,
+    login_redirect,
+    remote_of,
+    set_session_cookie,
+)
+from gateway.auth.tokens import validate_email
+from gateway.errors import AlreadyExists, BadRequest, GatewayError, OwnerNotFound, SignupClosed
+from gateway.web.render import render
+
+_MAX_FIELD = 2048
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value[:_MAX_FIELD] if isinstance(value, str) else ""
+
+
+@cache
+def _decoy_hash() -> str:
+    """Checked against when the email is unknown, so a miss takes as long as a wrong password."""
+    return hash_password("almanac decoy password")
+
+
+def mcp_url(request: Request) -> str:
+    base = context(request).policy.public_url or str(request.base_url)
+    return base.rstrip("/") + "/mcp"
+
+
+def _oidc_name(request: Request) -> str | None:
+    policy = context(request).policy
+    return policy.oidc_name if policy.oidc_enabled else None
+
+
+def _login_page(request: Request, status_code: int = 200, **values: Any) -> Response:
+    values.setdefault("next", accounts.safe_next(request.query_params.get("next")))
+    values.setdefault("email", "")
+    values.setdefault("error", None)
+    values.setdefault("info", None)
+    return render(
+        request,
+        "login.html",
+        status_code=status_code,
+        signup=context(request).policy.signup,
+        oidc_name=_oidc_name(request),
+        **values,
+    )
+
+
+def _signup_page(request: Request, status_code: int = 200, **values: Any) -> Response:
+    values.setdefault("next", accounts.safe_next(request.query_params.get("next")))
+    values.setdefault("email", "")
+    values.setdefault("invite", request.query_params.get("invite", ""))
+    values.setdefault("error", None)
+    values.setdefault("info", None)
+    return render(
+        request,
+        "signup.html",
+        status_code=status_code,
+        signup=context(request).policy.signup,
+        oidc_name=_oidc_name(request),
+        min_password=accounts.MIN_PASSWORD,
+        **values,
+    )
+
+
+def signed_in_response(request: Request, owner_id: str, next_path: str, *, method: str) -> Response:
+    """Start a session for ``owner_id`` (audited) and send the browser on to ``next_path``."""
+    ctx = context(request)
+    _session, secret = ctx.store.create_session(
+        owner_id,
+        max_age=ctx.policy.session_max_age,
+        remote=remote_of(request),
+        user_agent=request.headers.get("user-agent", "")[:300] or None,
+        method=method,
+    )
+    response = RedirectResponse(accounts.safe_next(next_path), status_code=303)
+    set_session_cookie(response, request, secret)
+    return response
+
+
+async def home(request: Request) -> Response:
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    store = context(request).store
+    counts: dict[str, int] = {}
+    for connection in store.connections(session.owner_id):
+        counts[connection.workspace_id] = counts.get(connection.workspace_id, 0) + 1
+    return render(
+        request,
+        "home.html",
+        mcp_url=mcp_url(request),
+        workspaces=store.workspaces(session.owner_id),
+        connections=counts,
+    )
+
+
+async def login(request: Request) -> Response:
+    if request.method == "GET":
+        next_path = accounts.safe_next(request.query_params.get("next"))
+        if current(request) is not None:
+            return RedirectResponse(next_path, status_code=303)
+        info = "You are signed out." if request.query_params.get("signed_out") else None
+        return _login_page(request, info=info)
+    form = await request.form()
+    await check_csrf(request, form)
+    ctx = context(request)
+    email, password = _field(form, "email").strip(), _field(form, "password")
+    next_path = accounts.safe_next(_field(form, "next"))
+    remote = remote_of(request)
+    account_key, address_key = accounts.account_key(email), accounts.address_key(remote)
+    limits = ctx.policy.throttle
+    over = accounts.throttled(
+        limits,
+        account_failures=ctx.store.login_failures(account_key, window=limits.window),
+        address_failures=ctx.store.login_failures(address_key, window=limits.window),
+    )
+    owner = None
+    try:
+        owner = ctx.store.owner_by_email(email) if email else None
+    except OwnerNotFound:
+        owner = None
+    owner_id = owner.id if owner else None
+    if over is not None:
+        ctx.store.audit(
+            "signin.throttled", owner_id=owner_id, remote=remote, detail={"email": email, "limit": over}
+        )
+        minutes = max(1, math.ceil(limits.window / 60))
+        whose = "for this account" if over == "account" else "from your address"
+        return _login_page(
+            request,
+            status_code=429,
+            email=email,
+            next=next_path,
+            error=f"Too many failed sign-ins {whose}. Wait up to {minutes} minutes, then try again.",
+        )
+    stored = ctx.store.password_hash(owner.id) if owner else None
+    ok = verify_password(stored or _decoy_hash(), password) and stored is not None
+    if not ok:
+        reason = (
+            "no such owner" if owner is None else "no password set" if stored is None else "wrong password"
+        )
+        ctx.store.record_login_failure(
+            (account_key, address_key),
+            owner_id=owner_id,
+            remote=remote,
+            detail={"email": email, "reason": reason},
+        )
+        return _login_page(
+            request,
+            status_code=400,
+            email=email,
+            next=next_path,
+            error="That email and password do not match an account. Check both and try again.",
+        )
+    assert owner is not None
+    ctx.store.clear_login_failures(account_key)
+    return signed_in_response(request, owner.id, next_path, method="password")
+
+
+async def signup(request: Request) -> Response:
+    ctx = context(request)
+    if request.method == "GET":
+        if current(request) is not None:
+            return RedirectResponse(accounts.safe_next(request.query_params.get("next")), status_code=303)
+        return _signup_page(request, status_code=403 if ctx.policy.signup == "closed" else 200)
+    form = await request.form()
+    await check_csrf(request, form)
+    if ctx.policy.signup == "closed":
+        raise SignupClosed("sign-up is closed here; ask the operator to create your account")
+    email, invite = _field(form, "email").strip(), _field(form, "invite").strip()
+    next_path = accounts.safe_next(_field(form, "next"))
+    try:
+        email = validate_email(email)
+        password = accounts.check_new_password(_field(form, "password"), _field(form, "confirm"))
+        if ctx.policy.signup == "invite" and not invite:
+            raise BadRequest("sign-up here needs an invite code; ask the operator for one")
+        owner = ctx.store.sign_up(
+            email,
+            hash_password(password),
+            invite=invite if ctx.policy.signup == "invite" else None,
+            remote=remote_of(request),
+            method="password",
+        )
+    except AlreadyExists:
+        return _signup_page(
+            request,
+            status_code=409,
+            email=email,
+            invite=invite,
+            next=next_path,
+            error="An account with this email already exists. Sign in instead.",
+        )
+    except GatewayError as exc:
+        return _signup_page(
+            request, status_code=exc.status, email=email, invite=invite, next=next_path, error=exc.message
+        )
+    return signed_in_response(request, owner.id, next_path, method="signup")
+
+
+async def logout(request: Request) -> Response:
+    form = await request.form()
+    await check_csrf(request, form)
+    session = current(request)
+    if session is not None:
+        context(request).store.end_session(session, remote=remote_of(request))
+    response = RedirectResponse("/login?signed_out=1", status_code=303)
+    clear_session_cookie(response, request)
+    return response
+
+
+def error_page(request: Request, exc: GatewayError) -> Response:
+    """A refusal as a page, for a browser (the JSON envelope stays for API clients)."""
+    titles = {403: "Not allowed", 404: "Not found", 429: "Too many requests"}
+    response = render(
+        request,
+        "error.html",
+        status_code=exc.status,
+        title=titles.get(exc.status, "Something went wrong"),
+        message=exc.message,
+        back=request.url.path if request.method == "POST" else "/",
+    )
+    response.headers.update(exc.headers())
+    return response
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/", home, methods=["GET"]),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/signup", signup, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+    ]

@@ -1,0 +1,69 @@
+"""The pure account rules (``gw:signin``): where a sign-in may go next, throttling, cookies."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.auth import accounts
+from gateway.errors import InvalidPassword
+
+
+@pytest.mark.req("gw:signin", "sec:authz")
+@pytest.mark.parametrize(
+    ("candidate", "expected"),
+    [
+        ("/", "/"),
+        ("/authorize?client_id=x&state=y", "/authorize?client_id=x&state=y"),
+        (None, "/"),
+        ("", "/"),
+        ("//evil.example", "/"),
+        ("/\\evil.example", "/"),
+        ("/\\/evil.example", "/"),
+        ("https://evil.example/", "/"),
+        ("javascript:alert(1)", "/"),
+        ("evil.example", "/"),
+        ("/x\r\nSet-Cookie: a=b", "/"),
+        ("/ok\tnot", "/"),
+    ],
+)
+def test_safe_next_keeps_the_browser_on_this_site(candidate: str | None, expected: str) -> None:
+    assert accounts.safe_next(candidate) == expected
+
+
+@pytest.mark.req("gw:signin")
+def test_throttled_names_the_limit_reached() -> None:
+    policy = accounts.ThrottlePolicy(per_account=5, per_address=20, window=900)
+    assert accounts.throttled(policy, account_failures=4, address_failures=19) is None
+    assert accounts.throttled(policy, account_failures=5, address_failures=0) == "account"
+    assert accounts.throttled(policy, account_failures=0, address_failures=20) == "address"
+    assert accounts.account_key(" Ada@Example.com ") == "account:ada@example.com"
+
+
+@pytest.mark.req("gw:signin")
+@pytest.mark.parametrize(
+    ("public_url", "host", "secure"),
+    [
+        (None, "127.0.0.1", False),
+        (None, "localhost", False),
+        (None, "0.0.0.0", False),
+        (None, "10.0.0.5", True),
+        ("http://localhost:8080", "0.0.0.0", False),
+        ("http://127.0.0.1:8080", "127.0.0.1", False),
+        ("https://mem.example.com", "127.0.0.1", True),
+        ("http://mem.example.com", "0.0.0.0", True),
+    ],
+)
+def test_cookies_are_secure_unless_plain_http_on_this_machine(
+    public_url: str | None, host: str, secure: bool
+) -> None:
+    assert accounts.default_cookie_secure(public_url, host) is secure
+    assert accounts.cookie_name("s", secure=secure) == ("__Host-s" if secure else "s")
+
+
+@pytest.mark.req("gw:signin")
+def test_new_passwords_are_checked() -> None:
+    assert accounts.check_new_password("0123456789", "0123456789") == "0123456789"
+    with pytest.raises(InvalidPassword, match="differ"):
+        accounts.check_new_password("0123456789", "0123456788")
+    with pytest.raises(InvalidPassword, match="at least 10"):
+        accounts.check_new_password("short", "short")

@@ -1,0 +1,34 @@
+"""Launching the real headless browser: Debian's ``chromium`` driven by Playwright (installed by
+``scripts/test-setup``; ``playwright install`` is never run and nothing is downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import BrowserContext, Playwright
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def launch(playwright: Playwright, profile: Path, *, width: int = 1100, height: int = 760) -> BrowserContext:
+    """A fresh Chromium (its own user-data directory ``profile``) with one context."""
+    context = playwright.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=list(FLAGS),
+        viewport={"width": width, "height": height},
+        locale="en-US",
+    )
+    context.set_default_timeout(15_000)
+    return context

@@ -1,0 +1,90 @@
+"""Fixtures for the web pages: a gateway serving real HTTP on port 0 (in this process for HTTP
+tests, as its own process for the browser), and a real headless Chromium page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Playwright, sync_playwright
+
+from gateway.app import create_app
+from gateway.control.store import ControlPlane
+from tests.gateway.conftest import make_settings
+from tests.gateway.e2e import Gateway, start_gateway
+from tests.gateway.inproc import serving
+from tests.gateway.web.browser import launch
+
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token a page put in its forms."""
+    found = _CSRF.search(html)
+    assert found is not None, "the page has no form with a csrf_token"
+    return found.group(1)
+
+
+@dataclass
+class Site:
+    """A gateway serving HTTP in this process; ``store`` is its control plane."""
+
+    url: str
+    store: ControlPlane
+
+    def client(self) -> httpx.AsyncClient:
+        """A browser-like client: keeps cookies, does not follow redirects."""
+        return httpx.AsyncClient(base_url=self.url, timeout=30, headers={"Accept": "text/html"})
+
+
+@asynccontextmanager
+async def running_site(data_dir: Path, **settings: Any) -> AsyncIterator[Site]:
+    app = create_app(make_settings(data_dir, engine_warm_spare=False, **settings))
+    async with serving(app, lifespan="on") as url:
+        yield Site(url, app.state.components.store)
+
+
+@pytest.fixture
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture
+def page(playwright: Playwright, tmp_path: Path) -> Iterator[Page]:
+    """A page in a fresh headless Chromium (its own profile directory)."""
+    context = launch(playwright, tmp_path / "chromium-profile")
+    try:
+        yield context.pages[0] if context.pages else context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def start_site(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
+    """Start a gateway process on port 0 with the given settings (stopped after the test)."""
+    started: list[Gateway] = []
+
+    def start(**settings: str) -> Gateway:
+        n = len(started)
+        gateway = start_gateway(
+            tmp_path / f"site{n}", tmp_path / f"site{n}.log", engine_warm_spare="false", **settings
+        )
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture
+def site(start_site: Callable[..., Gateway]) -> Gateway:
+    """A gateway process with default settings."""
+    return start_site()
