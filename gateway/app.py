@@ -15,7 +15,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gateway import layout
@@ -31,7 +31,7 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
-from gateway.web import account
+from gateway.web import account, oidc
 from gateway.web.render import STATIC
 
 
@@ -194,6 +194,11 @@ def create_app(settings: Settings) -> Starlette:
             tg.cancel_scope.cancel()
         parts.store.close()
 
+    sign_in_with: list[BaseRoute] = []
+    if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:
+        sign_in_with = oidc.routes(
+            oidc.OidcConfig(settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret)
+        )
     app = Starlette(
         routes=[
             Route("/mcp", proxy, methods=None),
@@ -203,6 +208,7 @@ def create_app(settings: Settings) -> Starlette:
             Route(RESOURCE_METADATA_PATH, protected_resource),
             Route("/.well-known/oauth-protected-resource", protected_resource),
             *account.routes(),
+            *sign_in_with,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={GatewayError: on_error, 404: on_error},
