@@ -113,5 +113,5 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "rel:load": Deferred(7),
     "sec:authz": Deferred(7),
     # §15 host integration
-    "host:turn-loop": Deferred(13),
+    "host:turn-loop": None,
 }

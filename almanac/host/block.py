@@ -1,0 +1,58 @@
+"""The ``<memory>`` block spliced into a turn's context (pure).
+
+Memories are context, not quotations: the block tells the model to use them and not to cite them
+unless asked. One memory is cut at ``max_item_chars``; the block never exceeds ``max_block_chars``.
+A reply that Almanac marks not relevant (nothing closely matched) gives no block at all: supplying
+the nearest-but-wrong memories confidently is worse than supplying none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+PREAMBLE = (
+    "Memories saved in earlier sessions that may bear on this message. Use them as background "
+    "context; do not cite or mention them unless the user asks."
+)
+CUT_MARK = "…"
+_OPEN, _CLOSE = "<memory>", "</memory>"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters long, ending in the cut mark when it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(CUT_MARK)].rstrip() + CUT_MARK
+
+
+def texts(context: Mapping[str, Any]) -> Iterator[str]:
+    """The memories of a ``get_context`` reply in its own order: facts first, then notes."""
+    for kind in ("facts", "notes"):
+        items = context.get(kind)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            text = item.get("text") if isinstance(item, Mapping) else None
+            if isinstance(text, str) and text.strip():
+                yield text.strip()
+
+
+def memory_block(
+    context: Mapping[str, Any], *, max_item_chars: int = 1_000, max_block_chars: int = 8_000
+) -> str:
+    """The block for one turn, or ``""`` when there is nothing relevant to add."""
+    if context.get("relevant") is not True:
+        return ""
+    head = f"{_OPEN}\n{PREAMBLE}\n"
+    size = len(head) + len(_CLOSE)
+    lines: list[str] = []
+    for text in texts(context):
+        line = "- " + cut(text, max_item_chars).replace("\n", "\n  ") + "\n"
+        if size + len(line) > max_block_chars:
+            continue  # a shorter, lower-ranked memory may still fit
+        lines.append(line)
+        size += len(line)
+    if not lines:
+        return ""
+    return head + "".join(lines) + _CLOSE

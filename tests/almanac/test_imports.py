@@ -1,0 +1,28 @@
+"""The client-side library stays free of server code: a host installs it without the service."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import almanac
+
+ALLOWED = {"almanac", "anyio", "httpx", "httpx2", "mcp"} | set(sys.stdlib_module_names)
+
+
+def test_almanac_imports_only_the_mcp_client_and_http() -> None:
+    root = Path(almanac.__file__).parent
+    found: dict[str, str] = {}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] not in ALLOWED:
+                    found[name] = str(path.relative_to(root))
+    assert found == {}
+    assert len(list(root.rglob("*.py"))) >= 7  # the walk saw the package
