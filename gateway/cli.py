@@ -237,6 +237,27 @@ def token_revoke(token_id_or_name: str, email: str, data_dir: Path | None, confi
     click.echo(f"revoked token {revoked.name!r} ({revoked.id})", err=True)
 
 
+# -- invites ---------------------------------------------------------------------------------
+
+
+@main.group()
+def invite() -> None:
+    """Invite codes, for sign-up on the web when the setting `signup` is `invite`."""
+
+
+@invite.command("create")
+@click.option("--note", default=None, help="Who the code is for (kept in the audit log).")
+@_data_dir
+@_config
+@reports_errors
+def invite_create(note: str | None, data_dir: Path | None, config_file: Path | None) -> None:
+    """Create a single-use invite code; it is printed once, alone on stdout."""
+    with control_plane(config_file, data_dir) as store:
+        code = store.create_invite(note)
+    click.echo(code)
+    click.echo("give it to the person who signs up at /signup; it works once", err=True)
+
+
 # -- audit -----------------------------------------------------------------------------------
 
 

@@ -79,7 +79,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "engine:idle": None,
     "engine:surface": Deferred(10),
     # §10 the gateway
-    "gw:signin": Deferred(14),
+    "gw:signin": None,
     "gw:oauth": Deferred(14),
     "gw:pat": None,
     "gw:route": None,

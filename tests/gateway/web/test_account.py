@@ -114,6 +114,7 @@ async def test_session_cookie_is_httponly_samesite_and_secure_behind_https(data_
         r = await sign_up(client, "local@example.com")
         morsel = SimpleCookie(r.headers["set-cookie"])["almanac_session"]
         assert morsel["httponly"] and morsel["samesite"].lower() == "lax" and morsel["path"] == "/"
+        assert morsel["max-age"] == "1209600"  # session_max_age
         assert not morsel["secure"]  # plain http on loopback: a Secure cookie would never come back
     async with (
         running_site(data_dir, public_url="https://mem.example.com") as site,
@@ -219,7 +220,16 @@ async def test_invite_only_sign_up(data_dir: Path) -> None:
         assert r.status_code == 400 and "needs an invite code" in r.text
         r = await sign_up(client, "ha@example.com", invite="made-up")
         assert r.status_code == 400 and "unknown or already used" in r.text
-        code = site.store.create_invite("for ha")
+        made = subprocess.run(
+            [ALMANAC, "invite", "create", "--note", "for ha", "--data-dir", str(data_dir)],
+            text=True,
+            check=True,
+            capture_output=True,
+            env=clean_env({}),
+            timeout=60,
+        )
+        code = made.stdout.strip()
+        assert made.stdout == code + "\n" and "works once" in made.stderr
         assert (await sign_up(client, "ha@example.com", invite=code)).status_code == 303
         await sign_out(client)
         r = await sign_up(client, "hb@example.com", invite=code)

@@ -1,0 +1,76 @@
+"""``scripts/screenshots``: photograph the pages into ``docs/screenshots/`` (one PNG each).
+
+Each shot is a function of (gateway, page, signed-in email) that leaves the page showing what to
+photograph; add one to ``SHOTS`` for a new page.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from playwright.sync_api import Page, sync_playwright
+
+from tests.gateway.e2e import Gateway, start_gateway
+from tests.gateway.web.browser import launch
+
+OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+EMAIL = "ada@example.com"
+PASSWORD = "correct horse battery"
+
+Shot = Callable[[Gateway, Page], None]
+
+
+def sign_in(gateway: Gateway, page: Page) -> None:
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/login")
+    page.get_by_label("Email").fill(EMAIL)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(gateway.url + "/")
+
+
+def shot_signin(gateway: Gateway, page: Page) -> None:
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/login")
+
+
+def shot_signup(gateway: Gateway, page: Page) -> None:
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/signup")
+
+
+def shot_home(gateway: Gateway, page: Page) -> None:
+    sign_in(gateway, page)
+
+
+SHOTS: dict[str, Shot] = {
+    "sign-in": shot_signin,
+    "sign-up": shot_signup,
+    "home": shot_home,
+}
+
+
+def main(names: list[str]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="almanac-shots-") as tmp:
+        root = Path(tmp)
+        gateway = start_gateway(root / "data", root / "gateway.log", engine_warm_spare="false")
+        try:
+            gateway.cli("owner", "create", EMAIL, stdin=PASSWORD + "\n")
+            with sync_playwright() as pw:
+                context = launch(pw, root / "profile", width=1100, height=760)
+                page = context.new_page()
+                for name in names or list(SHOTS):
+                    SHOTS[name](gateway, page)
+                    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+                    print(f"docs/screenshots/{name}.png", file=sys.stderr)
+                context.close()
+        finally:
+            gateway.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
