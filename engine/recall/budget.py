@@ -38,7 +38,9 @@ def cut_text(text: str, limit: int = MAX_ITEM_CHARS) -> tuple[str, bool]:
 
     A cut text is always shorter than ``limit`` allows and never longer than the text it came
     from; when no word survives the cut (``limit`` leaves no room beside the mark) it is empty.
+    A negative ``limit`` means no room at all.
     """
+    limit = max(limit, 0)
     if len(text) <= limit:
         return text, False
     keep = text[: max(limit - len(CUT_MARK), 0)]
