@@ -31,7 +31,7 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
-from gateway.web import account, oidc
+from gateway.web import account, oidc, tokens
 from gateway.web.render import STATIC
 
 
@@ -208,6 +208,7 @@ def create_app(settings: Settings) -> Starlette:
             Route(RESOURCE_METADATA_PATH, protected_resource),
             Route("/.well-known/oauth-protected-resource", protected_resource),
             *account.routes(),
+            *tokens.routes(),
             *sign_in_with,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

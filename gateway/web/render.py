@@ -37,12 +37,12 @@ _ENV = jinja2.Environment(
 )
 
 
-def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """``name`` rendered with ``context`` plus ``csrf_token``, ``owner`` (the signed-in
-    :class:`~gateway.auth.sessions.Session` or None) and ``path`` (this request's path)."""
+def render(request: Request, template: str, /, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """``template`` rendered with ``context`` (any names, ``name`` included) plus ``csrf_token``,
+    ``owner`` (the signed-in :class:`~gateway.auth.sessions.Session` or None) and ``path``."""
     values = {"csrf_token": csrf_token(request), "owner": current(request), "path": request.url.path}
     values.update(context)
-    html = _ENV.get_template(name).render(values)
+    html = _ENV.get_template(template).render(values)
     response = HTMLResponse(html, status_code=status_code, headers=PAGE_HEADERS)
     attach_presession(request, response)
     return response

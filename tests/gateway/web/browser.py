@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+import anyio
 from playwright.sync_api import BrowserContext, Playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -18,6 +22,16 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
 )
+
+
+T = TypeVar("T")
+
+
+def off_loop(fn: Callable[[], Awaitable[T]], *, timeout: float = 120) -> T:
+    """Run an async function to completion from a browser test. Playwright's sync API keeps an
+    event loop running in this thread, so the function gets its own thread and loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, fn).result(timeout=timeout)
 
 
 def launch(playwright: Playwright, profile: Path, *, width: int = 1100, height: int = 760) -> BrowserContext:

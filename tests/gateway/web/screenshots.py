@@ -46,10 +46,17 @@ def shot_home(gateway: Gateway, page: Page) -> None:
     sign_in(gateway, page)
 
 
+def shot_new_token(gateway: Gateway, page: Page) -> None:
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/tokens/new")
+    page.get_by_label("Name").fill("Claude Code on laptop")
+
+
 SHOTS: dict[str, Shot] = {
     "sign-in": shot_signin,
     "sign-up": shot_signup,
     "home": shot_home,
+    "new-token": shot_new_token,
 }
 
 
