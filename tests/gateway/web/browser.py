@@ -44,5 +44,5 @@ def launch(playwright: Playwright, profile: Path, *, width: int = 1100, height: 
         viewport={"width": width, "height": height},
         locale="en-US",
     )
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(30_000)
     return context

@@ -73,9 +73,8 @@ def start_site(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
 
     def start(**settings: str) -> Gateway:
         n = len(started)
-        gateway = start_gateway(
-            tmp_path / f"site{n}", tmp_path / f"site{n}.log", engine_warm_spare="false", **settings
-        )
+        values = {"engine_warm_spare": "false", "engine_start_timeout": "30", **settings}
+        gateway = start_gateway(tmp_path / f"site{n}", tmp_path / f"site{n}.log", **values)
         started.append(gateway)
         return gateway
 
