@@ -120,10 +120,20 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+# Host/Origin validation on the engine's own socket too (defence in depth behind the gateway, which
+# sends ``Host: localhost`` and no Origin): only loopback names, only loopback browser origins.
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+SOCKET_SECURITY = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=[*LOOPBACK, *(f"{host}:*" for host in LOOPBACK)],
+    allowed_origins=[
+        f"{scheme}://{host}{port}" for scheme in ("http", "https") for host in LOOPBACK for port in ("", ":*")
+    ],
+)
+
+
 def socket_app(mcp: MCPServer) -> Starlette:
-    app = mcp.streamable_http_app(
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    app = mcp.streamable_http_app(transport_security=SOCKET_SECURITY)
     app.router.routes.insert(0, Route("/healthz", healthz, methods=["GET"]))
     return app
 

@@ -1,52 +1,67 @@
-"""The MCP tool surface: argument schemas, identity, and errors (thin: the work is in memory.py).
+"""The MCP tool surface: the tools, their schemas, identity, and errors (thin: the work is in memory.py).
 
 A refusal is raised as a tool error the model can read and act on; it is never returned as a
-normal result.
+normal result. What the agent reads (descriptions, instructions, argument errors, per-connection
+listing, logs, progress) lives in ``engine.surface``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
-from urllib.parse import unquote
 
+import pydantic_core
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, LoggingLevel, SetLevelRequestParams, TextContent, ToolAnnotations
+from pydantic import ValidationError
 
 from engine.errors import EngineError
 from engine.memory import Memory
 from engine.recall.context import Recall
 from engine.recall.status import memory_status as status_of
-from engine.results import Receipt, Retrieved
+from engine.results import ContextReply, Receipt, Retrieved, StatusReply
 from engine.scope import Caller
-
-INSTRUCTIONS = (
-    "Almanac is durable memory shared by every client of one owner. Save facts "
-    "(subject/predicate/object) and notes with remember; before you work, read what is known."
+from engine.surface import manual as M
+from engine.surface.arguments import argument_message, unknown_tool_message
+from engine.surface.connection import (
+    HEADER_CONNECTION as HEADER_CONNECTION,
 )
+from engine.surface.connection import (
+    HEADER_READ_ONLY as HEADER_READ_ONLY,
+)
+from engine.surface.connection import (
+    HEADER_SCOPE as HEADER_SCOPE,
+)
+from engine.surface.connection import identity_of, may_call, per_connection_listing
+from engine.surface.notify import LogLevels, log, with_progress
+
+INSTRUCTIONS = M.INSTRUCTIONS
+PROGRESS_INTERVAL_S = 1.0
 
 T = TypeVar("T")
 
-HEADER_CONNECTION = "x-almanac-connection"
-HEADER_READ_ONLY = "x-almanac-read-only"
-HEADER_SCOPE = "x-almanac-scope"
+# An absolute server path inside a message (``/srv/almanac/embed.sock``): never shown to clients.
+_SERVER_PATH = re.compile(r"(?<![\w:/.~-])/[^\s'\"`,;()\[\]]+")
+
+
+def without_paths(text: str) -> str:
+    return _SERVER_PATH.sub("<server path>", text)
 
 
 def caller_of(ctx: Context[Any, Any]) -> Caller:
     """The identity the gateway put in its internal headers; self-reported client name otherwise."""
-    headers = ctx.headers or {}
-    connection = headers.get(HEADER_CONNECTION)
+    identity = identity_of(ctx.headers)
     client_name = None
     params = getattr(ctx.request_context.session, "client_params", None)
     if params is not None and params.client_info is not None:
         client_name = params.client_info.name
     return Caller(
-        connection=unquote(connection) if connection else None,
-        read_only=headers.get(HEADER_READ_ONLY) == "1",
-        pinned_scope=headers.get(HEADER_SCOPE) or None,
+        connection=identity.connection,
+        read_only=identity.read_only,
+        pinned_scope=identity.pinned_scope,
         client_name=client_name,
     )
 
@@ -58,138 +73,190 @@ def run(action: Callable[[], T]) -> T:
         raise ToolError(f"{exc.message} [{exc.code}]") from exc
 
 
-Scope = Annotated[
-    str | None, Field(description="Optional label keeping the memory with a project, e.g. project:fjord")
-]
-Source = Annotated[
-    str | None, Field(description="Who is writing, when the connection has no name of its own")
-]
+def _structured(reply: dict[str, Any]) -> CallToolResult:
+    """A reply dict as it is (its size is what the token budget counted), checked by the caller's model."""
+    text = pydantic_core.to_json(reply, indent=2).decode()
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=reply)
+
+
+class AlmanacServer(MCPServer):
+    """``MCPServer`` whose argument failures and unknown tools read like every other refusal."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        headers = context.headers if context is not None else None
+        known = {tool.name: tool for tool in await self.list_tools()}
+        identity = identity_of(headers)
+        if name not in known:
+            visible = [n for n in known if may_call(identity, n)]
+            raise ToolError(unknown_tool_message(name, visible))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                message = argument_message(name, known[name].input_schema, cause.errors())
+                raise ToolError(message) from cause
+            raise
+
+
 WRITE = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+APPEND = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def build_server(memory: Memory, *, version: str = "", recall: Recall | None = None) -> MCPServer:
-    mcp = MCPServer("almanac", instructions=INSTRUCTIONS, version=version)
-
-    @mcp.tool(
-        annotations=WRITE,
-        description=(
-            "Save a memory. With subject, predicate and object it is a fact (a new object replaces the "
-            "old value, which is kept as history); without them, a note kept whole. At most 4,000 characters."
-        ),
+def build_server(
+    memory: Memory,
+    *,
+    version: str = "",
+    recall: Recall | None = None,
+    progress_interval: float = PROGRESS_INTERVAL_S,
+) -> MCPServer:
+    levels = LogLevels()
+    mcp = AlmanacServer(
+        "almanac", instructions=M.INSTRUCTIONS, version=version, middleware=[per_connection_listing]
     )
-    def remember(
-        statement: Annotated[str, Field(description="The words to remember, whole (≤ 4,000 characters)")],
+    # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
+    mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
+
+    async def work(ctx: Context[Any, Any], action: Callable[[], T]) -> T:
+        try:
+            return await with_progress(ctx, lambda: run(action), progress_interval)
+        except ToolError as exc:
+            await log(levels, ctx, "info", f"{ctx.request_context.method}: refused: {exc}")
+            raise
+
+    async def receipt_logged(ctx: Context[Any, Any], tool: str, receipt: Receipt) -> Receipt:
+        level: LoggingLevel = "warning" if receipt.possible_duplicates else "info"
+        said = f"{tool}: {receipt.action} {receipt.kind} {receipt.id}"
+        if receipt.possible_duplicates:
+            said += f" (possible duplicates: {', '.join(d.id for d in receipt.possible_duplicates)})"
+        await log(levels, ctx, level, said)
+        return receipt
+
+    @mcp.tool(annotations=WRITE, description=M.REMEMBER)
+    async def remember(
+        statement: M.Statement,
         ctx: Context[Any, Any],
-        subject: Annotated[str | None, Field(description="What the fact is about, e.g. 'Fjord'")] = None,
-        predicate: Annotated[str | None, Field(description="Which property, e.g. 'database'")] = None,
-        object: Annotated[str | None, Field(description="The value, e.g. 'Postgres'")] = None,
-        scope: Scope = None,
-        tags: Annotated[list[str] | None, Field(description="Labels for a note")] = None,
-        importance: Annotated[float | None, Field(description="0–1; how much a note matters")] = None,
-        source: Source = None,
+        subject: M.SubjectOptional = None,
+        predicate: M.PredicateOptional = None,
+        object: M.ObjectOptional = None,
+        scope: M.Scope = None,
+        tags: M.Tags = None,
+        importance: M.Importance = None,
+        source: M.Source = None,
     ) -> Receipt:
         caller = caller_of(ctx)
-        return run(
+        receipt = await work(
+            ctx,
             lambda: memory.remember(
                 caller, statement, subject, predicate, object, scope, tags, importance, source
-            )
+            ),
         )
+        return await receipt_logged(ctx, "remember", receipt)
 
-    @mcp.tool(
-        annotations=WRITE, description="Save a fact: subject, predicate, object (and the sentence, if any)."
-    )
-    def save_memory(
-        subject: str,
-        predicate: str,
-        object: str,
+    @mcp.tool(annotations=WRITE, description=M.SAVE_MEMORY)
+    async def save_memory(
+        subject: M.Subject,
+        predicate: M.Predicate,
+        object: M.Object,
         ctx: Context[Any, Any],
-        statement: Annotated[str | None, Field(description="The sentence the fact was said with")] = None,
-        scope: Scope = None,
-        source: Source = None,
+        statement: M.StatementOptional = None,
+        scope: M.Scope = None,
+        source: M.Source = None,
     ) -> Receipt:
         caller = caller_of(ctx)
-        return run(lambda: memory.save_memory(caller, subject, predicate, object, statement, scope, source))
+        receipt = await work(
+            ctx, lambda: memory.save_memory(caller, subject, predicate, object, statement, scope, source)
+        )
+        return await receipt_logged(ctx, "save_memory", receipt)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
-        description="Append a timestamped entry to a day's log (today by default).",
-    )
-    def remember_note(
-        text: str,
-        ctx: Context[Any, Any],
-        date: Annotated[str | None, Field(description="The day's log to append to, YYYY-MM-DD")] = None,
-        source: Source = None,
+    @mcp.tool(annotations=APPEND, description=M.REMEMBER_NOTE)
+    async def remember_note(
+        text: M.LogText, ctx: Context[Any, Any], date: M.Day = None, source: M.Source = None
     ) -> Receipt:
         caller = caller_of(ctx)
-        return run(lambda: memory.remember_note(caller, text, date, source))
+        receipt = await work(ctx, lambda: memory.remember_note(caller, text, date, source))
+        return await receipt_logged(ctx, "remember_note", receipt)
 
-    @mcp.tool(
-        annotations=READ,
-        description=(
-            "Look up facts by subject and/or predicate (current values; include_history adds replaced ones; "
-            "as_of gives what was current then), or any memory by id."
-        ),
-    )
-    def retrieve_memory(
+    @mcp.tool(annotations=READ, description=M.RETRIEVE_MEMORY)
+    async def retrieve_memory(
         ctx: Context[Any, Any],
-        subject: str | None = None,
-        predicate: str | None = None,
-        id: Annotated[str | None, Field(description="A memory id: fct_…, nte_… or log_…")] = None,
-        scope: Scope = None,
-        include_history: bool = False,
-        as_of: Annotated[
-            str | None, Field(description="ISO date or datetime; a bare date means the end of that day, UTC")
-        ] = None,
+        subject: M.SubjectOptional = None,
+        predicate: M.PredicateOptional = None,
+        id: M.IdOptional = None,
+        scope: M.Scope = None,
+        include_history: M.IncludeHistory = False,
+        as_of: M.AsOf = None,
     ) -> Retrieved:
         caller = caller_of(ctx)
-        return run(lambda: memory.retrieve(caller, subject, predicate, id, scope, include_history, as_of))
+        return await work(
+            ctx, lambda: memory.retrieve(caller, subject, predicate, id, scope, include_history, as_of)
+        )
 
-    @mcp.tool(
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
-        description="Take a memory out of recall without deleting it (restore_memory puts it back).",
-    )
-    def retire_memory(id: str, ctx: Context[Any, Any], reason: str | None = None) -> Receipt:
+    @mcp.tool(annotations=WRITE, description=M.RETIRE_MEMORY)
+    async def retire_memory(id: M.MemoryId, ctx: Context[Any, Any], reason: M.Reason = None) -> Receipt:
         caller = caller_of(ctx)
-        return run(lambda: memory.retire(caller, id, reason))
+        receipt = await work(ctx, lambda: memory.retire(caller, id, reason))
+        return await receipt_logged(ctx, "retire_memory", receipt)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
-        description="Put a retired memory back exactly as it was.",
-    )
-    def restore_memory(id: str, ctx: Context[Any, Any]) -> Receipt:
+    @mcp.tool(annotations=WRITE, description=M.RESTORE_MEMORY)
+    async def restore_memory(id: M.MemoryId, ctx: Context[Any, Any]) -> Receipt:
         caller = caller_of(ctx)
-        return run(lambda: memory.restore(caller, id))
+        receipt = await work(ctx, lambda: memory.restore(caller, id))
+        return await receipt_logged(ctx, "restore_memory", receipt)
 
-    @mcp.tool(
-        annotations=READ,
-        description=(
-            "Before you work: the current facts and the closest notes for a task, within a token budget. "
-            "relevant=false means nothing closely matched."
-        ),
-    )
-    def get_context(
+    @mcp.tool(annotations=READ, description=M.GET_CONTEXT)
+    async def get_context(
         ctx: Context[Any, Any],
-        query: Annotated[str | None, Field(description="What you are about to work on")] = None,
-        scope: Scope = None,
-        max_tokens: Annotated[int | None, Field(description="Reply budget, 100-4000 (default 800)")] = None,
-        include_archived: Annotated[bool, Field(description="Also search cold storage")] = False,
-    ) -> dict[str, Any]:
+        query: M.Query = None,
+        scope: M.Scope = None,
+        max_tokens: M.MaxTokens = None,
+        include_archived: M.IncludeArchived = None,
+    ) -> Annotated[CallToolResult, ContextReply]:
         if recall is None:
             raise ToolError("get_context is not available: this engine runs without an index [not_built]")
         caller = caller_of(ctx)
-        return run(lambda: recall.get_context(caller, query, scope, max_tokens, include_archived))
+        reply = await work(
+            ctx, lambda: recall.get_context(caller, query, scope, max_tokens, include_archived)
+        )
+        await log(
+            levels,
+            ctx,
+            "debug",
+            f"get_context: {reply['retrieval']} retrieval, {len(reply['facts'])} facts, "
+            f"{len(reply['notes'])} notes, {reply['tokens']} tokens, {reply['dropped']['count']} dropped",
+        )
+        if query and reply["retrieval"] == "keyword":
+            await log(
+                levels,
+                ctx,
+                "notice",
+                "get_context: matched by words only (meaning search is off or building)",
+            )
+        return _structured(reply)
 
-    @mcp.tool(
-        annotations=READ,
-        description="Counts, storage, index backlog, embedding provider state and settings in force.",
-    )
-    def memory_status(ctx: Context[Any, Any]) -> dict[str, Any]:
+    @mcp.tool(annotations=READ, description=M.MEMORY_STATUS)
+    async def memory_status(ctx: Context[Any, Any]) -> Annotated[CallToolResult, StatusReply]:
         if recall is None:
             raise ToolError("memory_status is not available: this engine runs without an index [not_built]")
         caller = caller_of(ctx)
-        return run(lambda: status_of(recall, caller))
+        status = await work(ctx, lambda: status_of(recall, caller))
+        return _structured(client_status(status))
 
     return mcp
+
+
+def client_status(status: dict[str, Any]) -> dict[str, Any]:
+    """``memory_status`` as a client may see it: sizes and states, never a server path."""
+    embedding = dict(status["embedding"])
+    if embedding.get("detail"):
+        embedding["detail"] = without_paths(str(embedding["detail"]))
+    if embedding.get("notes"):
+        embedding["notes"] = [without_paths(str(note)) for note in embedding["notes"]]
+    return {**status, "embedding": embedding}

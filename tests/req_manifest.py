@@ -77,7 +77,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "engine:index": None,
     "engine:rebuild": None,
     "engine:idle": None,
-    "engine:surface": Deferred(10),
+    "engine:surface": None,
     # §10 the gateway
     "gw:signin": None,
     "gw:oauth": Deferred(14),

@@ -53,7 +53,7 @@ def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 20.
             raise TimeoutError(f"engine on {sock} not healthy within {timeout}s")
         time.sleep(0.02)
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=5.0) as http:
-        assert http.get("http://engine/healthz").status_code == 200
+        assert http.get("http://localhost/healthz").status_code == 200
 
 
 @contextlib.contextmanager
@@ -79,7 +79,7 @@ async def socket_client(
     http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=str(sock)), headers=headers or {})
     async with (
         http,
-        Client(streamable_http_client("http://engine/mcp", http_client=http), mode=mode) as client,
+        Client(streamable_http_client("http://localhost/mcp", http_client=http), mode=mode) as client,
     ):
         yield client
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from tests.engine.support import (
@@ -244,3 +245,29 @@ def test_an_idle_stop_during_a_stream_of_writes_keeps_every_acknowledged_write(t
 
         found = anyio.run(read)
     assert all(not r.is_error for r in found)
+
+
+def _initialize(sock: Path, headers: dict[str, str]) -> int:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=10.0) as http:
+        return http.post("http://localhost/mcp", json=body, headers={**accept, **headers}).status_code
+
+
+@pytest.mark.req("engine:surface")
+def test_the_engine_socket_checks_host_and_origin(tmp_path: Path) -> None:
+    sock = tmp_path / "e.sock"
+    with socket_engine(tmp_path / "ws", sock):
+        assert _initialize(sock, {"Host": "evil.example.com"}) == 421
+        assert _initialize(sock, {"Host": "localhost", "Origin": "http://evil.example.com"}) == 403
+        assert _initialize(sock, {"Host": "localhost"}) == 200  # what the gateway sends
+        assert _initialize(sock, {"Host": "127.0.0.1:8080", "Origin": "http://127.0.0.1:8080"}) == 200

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
+from engine.embed.remote import RemoteEmbedder
 from engine.memory import Memory
+from engine.recall.status import memory_status as status_of
+from engine.results import StatusReply
 from engine.store.workspace import Workspace
-from engine.tools import build_server
+from engine.tools import build_server, client_status, without_paths
+from tests.engine.index.helpers import CALLER, engine
 
 WRITE_TOOLS = {"remember", "save_memory", "remember_note", "retire_memory", "restore_memory"}
 MODES = ["legacy", "2026-07-28"]
@@ -39,10 +45,9 @@ def test_tools_have_short_descriptions_input_and_output_schemas(server: Any) -> 
     tools = {t.name: t for t in anyio.run(go)}
     assert WRITE_TOOLS | {"retrieve_memory", "get_context"} <= set(tools)
     for tool in tools.values():
-        assert tool.description and len(tool.description) <= 300, tool.name
+        assert tool.description and len(tool.description) <= 700, tool.name  # concise: every session pays
         assert tool.input_schema["type"] == "object"
-    for name in WRITE_TOOLS | {"retrieve_memory"}:
-        assert tools[name].output_schema is not None, name
+        assert tool.output_schema is not None, tool.name
     remember = tools["remember"].input_schema
     assert remember["required"] == ["statement"]
     assert {"subject", "predicate", "object", "scope", "tags", "importance"} <= set(remember["properties"])
@@ -88,3 +93,45 @@ def test_without_a_gateway_the_client_name_is_the_self_reported_source(server: A
         server, "legacy", "remember", {"statement": "hi", "source": "nightly job"}
     ).structured_content
     assert (labelled["source"], labelled["source_verified"]) == ("nightly job", False)
+
+
+def test_server_paths_are_taken_out_of_messages() -> None:
+    assert without_paths("not running on /run/almanac/embed.sock (refused)") == (
+        "not running on <server path> (refused)"
+    )
+    assert without_paths("see https://example.com/a/b and notes/2026/x.md") == (
+        "see https://example.com/a/b and notes/2026/x.md"
+    )
+
+
+@pytest.mark.req("engine:surface")
+@pytest.mark.req("recall:status")
+def test_memory_status_reports_sizes_and_states_never_server_paths(tmp_path: Path) -> None:
+    with engine(tmp_path / "ws") as e:
+        e.memory.remember(CALLER, "Fjord uses Postgres")
+        e.settle()
+        server = build_server(e.memory, recall=e.recall)
+
+        async def go() -> Any:
+            async with Client(server) as client:
+                return await client.call_tool("memory_status", {})
+
+        result = anyio.run(go)
+        local = status_of(e.recall, CALLER)
+    assert not result.is_error
+    status = result.structured_content
+    StatusReply.model_validate(status)
+    assert status["counts"]["note"]["live"] == 1 and status["storage_bytes"]["store"] > 0
+    assert str(tmp_path) not in json.dumps(status) and str(tmp_path) not in result.content[0].text
+
+    # The host embedder service is down: its state says so without naming its socket's path.
+    sock = tmp_path / "run" / "embed.sock"
+    down = RemoteEmbedder(sock).probe().to_json()
+    assert str(sock) in down["detail"]  # what the engine's own log says
+    shown = client_status({**local, "embedding": down})
+    StatusReply.model_validate(shown)
+    assert shown["embedding"]["state"] == "not_available"
+    assert (
+        "<server path>" in shown["embedding"]["detail"] and "<server path>" in shown["embedding"]["notes"][0]
+    )
+    assert str(tmp_path) not in json.dumps(shown)

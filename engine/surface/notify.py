@@ -1,0 +1,102 @@
+"""Log notifications (``logging/setLevel``) and progress on long calls.
+
+A 2025-era connection chooses its level with ``logging/setLevel`` (until it does, only warnings and
+worse are sent); a 2026-07-28 request opts in through its own ``_meta`` and the SDK filters for it.
+A call made with a ``progressToken`` gets a progress notification when it starts, one every
+``interval`` seconds while it runs, and a last one when it is done, so a client can tell a slow
+call from a dead one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, get_args
+
+import anyio
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+T = TypeVar("T")
+
+LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # severity ascending (RFC 5424)
+DEFAULT_LEVEL: LoggingLevel = "warning"
+LOGGER = "almanac"
+_MAX_CONNECTIONS = 10_000  # as many as the SDK keeps sessions
+
+
+def connection_key(headers: Mapping[str, str] | None) -> str:
+    """One 2025-era connection: its ``Mcp-Session-Id`` over HTTP; the only one on stdio."""
+    return (headers or {}).get("mcp-session-id") or "-"
+
+
+class LogLevels:
+    """The level each connection asked for (bounded: the oldest connections are forgotten)."""
+
+    def __init__(self) -> None:
+        self._levels: OrderedDict[str, LoggingLevel] = OrderedDict()
+
+    def set(self, key: str, level: LoggingLevel) -> None:
+        self._levels[key] = level
+        self._levels.move_to_end(key)
+        while len(self._levels) > _MAX_CONNECTIONS:
+            self._levels.popitem(last=False)
+
+    def wants(self, key: str, level: LoggingLevel) -> bool:
+        floor = self._levels.get(key, DEFAULT_LEVEL)
+        return LEVELS.index(level) >= LEVELS.index(floor)
+
+    async def on_set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
+        """The ``logging/setLevel`` handler."""
+        self.set(connection_key(getattr(ctx.request, "headers", None)), params.level)
+        return EmptyResult()
+
+
+async def log(levels: LogLevels, ctx: Context[Any, Any], level: LoggingLevel, message: str) -> None:
+    """Send one log notification to the caller, if its connection (or request) asked for that level."""
+    request = ctx.request_context
+    modern = request.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not modern and not levels.wants(connection_key(ctx.headers), level):
+        return
+    with warnings.catch_warnings():
+        # Logging is deprecated by the 2026-07-28 revision but is what 2025-era clients use.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        sending = request.session.send_log_message(
+            level, message, LOGGER, related_request_id=request.request_id
+        )
+    await sending
+
+
+def wants_progress(ctx: Context[Any, Any]) -> bool:
+    meta: Any = ctx.request_context.meta or {}
+    return bool(meta.get("progress_token") or meta.get("progressToken"))
+
+
+async def with_progress(ctx: Context[Any, Any], work: Callable[[], T], interval: float) -> T:
+    """Run ``work`` on a worker thread; with a progress token, report start, heartbeats and end."""
+    if not wants_progress(ctx):
+        return await anyio.to_thread.run_sync(work)
+    beats = 0
+    await ctx.report_progress(0, None, "working")
+    async with anyio.create_task_group() as group:
+
+        async def heartbeat() -> None:
+            nonlocal beats
+            while True:
+                await anyio.sleep(interval)
+                beats += 1
+                await ctx.report_progress(beats, None, f"still working ({beats * interval:g} s)")
+
+        group.start_soon(heartbeat)
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        finally:
+            group.cancel_scope.cancel()
+    await ctx.report_progress(beats + 1, beats + 1, "done")
+    return result
