@@ -128,7 +128,8 @@ def build_server(
         try:
             return await with_progress(ctx, lambda: run(action), progress_interval)
         except ToolError as exc:
-            await log(levels, ctx, "info", f"{ctx.request_context.method}: refused: {exc}")
+            tool = (ctx.request_context.params or {}).get("name", "tool")
+            await log(levels, ctx, "info", f"{tool}: refused: {exc}")
             raise
 
     async def receipt_logged(ctx: Context[Any, Any], tool: str, receipt: Receipt) -> Receipt:

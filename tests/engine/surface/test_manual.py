@@ -52,6 +52,7 @@ def check_tools(tools: list[Any]) -> dict[str, Any]:
         if name in WRITE_TOOLS:
             assert hints.destructive_hint is False, name  # nothing an agent can call deletes
             assert hints.idempotent_hint is (name != "remember_note"), name  # a log line appends
+    assert "plus unscoped ones" in (by_name["get_context"].description or "")  # how a scope reads
     limits = by_name["remember"].input_schema["properties"]["statement"]
     assert limits["maxLength"] == 4000 and limits["minLength"] == 1
     tokens = by_name["get_context"].input_schema["properties"]["max_tokens"]

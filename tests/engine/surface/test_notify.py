@@ -50,10 +50,12 @@ def test_set_level_then_writes_are_logged_at_the_level_asked(tmp_path: Path) -> 
                 }
                 receipt = (await client.call_tool("remember", fact)).structured_content
                 await client.call_tool("get_context", {"query": "Fjord"})
+                await client.call_tool("restore_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"})
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", MCPDeprecationWarning)
                     await client.set_logging_level("error")
                 await client.call_tool("remember", {"statement": "not logged at error level"})
+                await client.call_tool("retire_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"})  # refused
                 return capabilities, quiet, receipt
 
         capabilities, quiet, receipt = anyio.run(go)
@@ -62,7 +64,9 @@ def test_set_level_then_writes_are_logged_at_the_level_asked(tmp_path: Path) -> 
     said = [(m.level, m.logger, m.data) for m in logs]
     assert said[0] == ("info", "almanac", f"remember: store fact {receipt['id']}")
     assert said[1][0] == "debug" and said[1][2].startswith("get_context: ")
-    assert len(said) == 2
+    assert said[2][0] == "info" and said[2][2].startswith("restore_memory: refused: ")
+    assert said[2][2].endswith("[not_found]")
+    assert len(said) == 3  # at level error, neither the write (info) nor the refusal (info) is sent
 
 
 @pytest.mark.req("engine:surface")
