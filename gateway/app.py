@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gateway import layout
+from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
 from gateway.auth.sessions import AccountContext
 from gateway.control.store import ControlPlane
@@ -126,21 +127,29 @@ def build(settings: Settings) -> Components:
 def wants_page(request: Request) -> bool:
     """A browser asking for a page (not an API client, not ``/mcp`` or ``/.well-known``)."""
     path = request.url.path
-    if path == "/mcp" or path.startswith(("/.well-known/", "/static/")):
+    if path == "/mcp" or path.startswith(("/.well-known/", "/static/", "/api/")):
         return False
     return "text/html" in request.headers.get("accept", "")
 
 
 def create_app(settings: Settings) -> Starlette:
     parts = build(settings)
+    limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     proxy = McpProxy(
         store=parts.store,
         supervisor=parts.supervisor,
         origin_policy=parts.origin_policy,
-        limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+        limiter=limiter,
         metrics=parts.metrics,
         max_body_bytes=settings.max_body_bytes,
         retry_after=settings.retry_after,
+    )
+    rest = RestApi(
+        authenticate=proxy.authenticate,
+        engines=parts.supervisor,
+        origin_policy=parts.origin_policy,
+        limiter=limiter,
+        max_body_bytes=settings.max_body_bytes,
     )
 
     async def healthz(request: Request) -> Response:
@@ -207,6 +216,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", metrics),
             Route(RESOURCE_METADATA_PATH, protected_resource),
             Route("/.well-known/oauth-protected-resource", protected_resource),
+            *rest.routes(),
             *account.routes(),
             *tokens.routes(),
             *sign_in_with,

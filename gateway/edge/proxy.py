@@ -174,7 +174,7 @@ class McpProxy:
         if not hdr.origin_allowed(self.origin_policy, origin, base):
             self.store.audit("origin.denied", remote=remote, detail={"origin": origin})
             raise OriginNotAllowed(f"origin {origin!r} may not call this server")
-        principal = self._authenticate(raw_headers, base, remote)
+        principal = self.authenticate(raw_headers, base, remote)
         decision = self.limiter.check(principal.connection_id, self.clock())
         if not decision.allowed:
             raise RateLimited(
@@ -196,7 +196,8 @@ class McpProxy:
             upstream_headers = hdr.upstream_request(raw_headers, principal)
             await self._forward(lease, method, upstream_headers, body, principal, session_id, receive, send)
 
-    def _authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
+    def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
+        """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too)."""
         metadata = base + RESOURCE_METADATA_PATH
         header = hdr.get(raw_headers, b"authorization")
         token = parse_bearer(header)

@@ -1,0 +1,157 @@
+"""``/api/v1``: the memory tools over plain HTTP (``gw:rest``).
+
+The same bearer tokens as ``/mcp``, checked the same way (the proxy's authentication, so OAuth
+audiences and revocation apply alike); the same per-connection rate limit and body cap; and the
+call runs as the same tool on the same engine, so read-only connections, pinned scopes and every
+refusal behave exactly as over MCP. A refusal is ``{"error": {"code", "message"}}`` with the
+tool's own code.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.control.store import Principal
+from gateway.edge import headers as hdr
+from gateway.edge.proxy import Engines
+from gateway.edge.ratelimit import RateLimiter
+from gateway.engines.calls import ToolRefusal, call_tool
+from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLimited, render
+
+from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
+
+Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Principal]
+
+
+def refusal(code: str, message: str) -> JSONResponse:
+    """A tool's refusal, in the gateway's one error envelope."""
+    status = REFUSAL_STATUS.get(code, 400)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def _query_value(name: str, raw: str, schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if any(s.get("type") == "boolean" for s in schema.get("anyOf", [])) or kind == "boolean":
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false, not {raw!r}")
+        return raw.lower() == "true"
+    return raw
+
+
+def arguments_from_query(op: Operation, query: list[tuple[str, str]]) -> dict[str, Any]:
+    allowed = argument_schemas(op)
+    found: dict[str, Any] = {}
+    for name, raw in query:
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise ValueError(f"unknown query parameter {name!r}; this operation takes: {known}")
+        if name in found:
+            raise ValueError(f"query parameter {name!r} is given twice")
+        found[name] = _query_value(name, raw, allowed[name])
+    return found
+
+
+def arguments_from_body(op: Operation, body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise ValueError("the body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise ValueError("the body must be a JSON object")
+    allowed = argument_schemas(op)
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        known = ", ".join(sorted(allowed)) or "none"
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; this operation takes: {known}")
+    return data
+
+
+class RestApi:
+    def __init__(
+        self,
+        *,
+        authenticate: Authenticate,
+        engines: Engines,
+        origin_policy: hdr.OriginPolicy,
+        limiter: RateLimiter,
+        max_body_bytes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.authenticate = authenticate
+        self.engines = engines
+        self.origin_policy = origin_policy
+        self.limiter = limiter
+        self.max_body_bytes = max_body_bytes
+        self.clock = clock
+
+    def routes(self) -> list[Route]:
+        found = [Route(PREFIX + "/openapi.json", self.openapi, methods=["GET"])]
+        for op in OPERATIONS:
+            found.append(
+                Route(PREFIX + op.path, self._endpoint(op), methods=[op.method], name=op.operation_id)
+            )
+        return found
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(document())
+
+    def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await self._call(op, request)
+            except GatewayError as exc:
+                status, headers, body = render(exc)
+                return Response(body, status_code=status, headers=headers)
+
+        return endpoint
+
+    async def _call(self, op: Operation, request: Request) -> Response:
+        raw = list(request.scope["headers"])
+        host = hdr.get(raw, b"host")
+        if not hdr.host_allowed(self.origin_policy, host):
+            raise HostNotAllowed(f"host {host!r} is not served here")
+        base = hdr.base_url(self.origin_policy, request.url.scheme, host)
+        principal = self.authenticate(raw, base, request.client.host if request.client else None)
+        decision = self.limiter.check(principal.connection_id, self.clock())
+        if not decision.allowed:
+            raise RateLimited(
+                "too many requests on this connection; slow down", retry_after=decision.retry_after
+            )
+        try:
+            if op.arguments == "body":
+                arguments = arguments_from_body(op, await self._body(request))
+            elif op.arguments == "query":
+                arguments = arguments_from_query(op, list(request.query_params.multi_items()))
+            else:
+                arguments = {}
+        except ValueError as exc:
+            return refusal("invalid_input", str(exc))
+        arguments.update({p: request.path_params[p] for p in op.path_params})
+        async with self.engines.lease(principal.workspace_id) as lease:
+            result = await call_tool(lease.client, principal, op.tool, arguments)
+        if isinstance(result, ToolRefusal):
+            return refusal(result.code, result.message)
+        return JSONResponse(result)
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
