@@ -1,3 +1,3 @@
-from engine.server import main
+from engine.server import exit_now, main
 
-raise SystemExit(main())
+exit_now(main())

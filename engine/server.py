@@ -6,6 +6,11 @@
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT finish writes in flight), 2 for bad
 arguments, 3 when another engine already serves the directory (see docs/wire.md).
+
+The socket is bound and answering before the index has caught up with the store (that runs in
+the background; ``memory_status`` shows how far it is). A stop is bounded: requests get
+:data:`GRACE_S` to finish, a write in flight :data:`WRITE_GRACE_S` more; a read stuck past that
+(a hung embedder, say) is abandoned and the process exits anyway.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +40,7 @@ from starlette.routing import Route
 
 from engine.embed import make_embedder
 from engine.errors import WorkspaceLocked
-from engine.index.indexer import INDEX_DIR, Indexer
+from engine.index.indexer import INDEX_DIR, MAX_ITEM_BYTES, Indexer
 from engine.memory import Memory
 from engine.recall.context import Recall
 from engine.store.workspace import Workspace
@@ -43,6 +49,10 @@ from engine.tools import build_server
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
 VERSION = "0.1.0"
+#: After SIGTERM: how long requests in flight may take to finish before they are cancelled.
+GRACE_S = 4
+#: Then: how long a write still running in a worker thread may take to reach the disk.
+WRITE_GRACE_S = 4.0
 
 log = logging.getLogger("almanac.engine")
 
@@ -68,10 +78,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["local", "vertex", "off"],
         help="how notes are embedded when no --embedder-socket is given (default: local)",
     )
+    parser.add_argument(
+        "--index-max-bytes",
+        type=int,
+        default=MAX_ITEM_BYTES,
+        metavar="N",
+        help=f"a memory larger than this is kept in the store but not indexed (default {MAX_ITEM_BYTES:,})",
+    )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     if not args.await_assignment and not args.dir:
         parser.error("--dir is required")
+    if args.index_max_bytes < 1:
+        parser.error("--index-max-bytes must be a positive number of bytes")
     return args
 
 
@@ -160,7 +179,7 @@ def serve_socket(mcp: MCPServer, path: str) -> None:
         socket_app(mcp),
         log_level="warning",
         lifespan="on",
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=GRACE_S,
         access_log=False,
     )
     server = _Server(config)
@@ -188,11 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.embedder_socket
         else make_embedder(args.embedding_provider)
     )
+    settled = True
     try:
         if args.reindex:
             shutil.rmtree(workspace.root / INDEX_DIR, ignore_errors=True)
-        indexer = Indexer(workspace, embedder)
-        indexer.start()
+        indexer = Indexer(workspace, embedder, max_item_bytes=args.index_max_bytes)
+        indexer.start(catch_up_in_background=not args.reindex)
         try:
             if args.reindex:
                 indexer.wait_idle(float("inf"))
@@ -203,7 +223,33 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 serve_socket(mcp, args.socket)
         finally:
+            indexer.halt()
+            settled = finish_writes(workspace)
             indexer.stop()
     finally:
-        workspace.close()
+        if settled:
+            workspace.close()
     return 0
+
+
+def finish_writes(workspace: Workspace) -> bool:
+    """Wait (bounded) for a write still running in a worker thread, then keep further ones out.
+
+    Every write holds the workspace lock from its first byte to its last fsync, so holding the
+    lock here means none is half done; it is never released (the process is ending).
+    """
+    if workspace.lock.acquire(timeout=WRITE_GRACE_S):
+        return True
+    log.error("a write did not finish within %.0f s of the stop; exiting without it", WRITE_GRACE_S)
+    return False
+
+
+def exit_now(code: int) -> None:
+    """Exit with ``code`` even if a worker thread is stuck in a call (it must not hold the exit)."""
+    stuck = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if stuck:
+        log.warning("exiting with %d call(s) still running: %s", len(stuck), ", ".join(stuck))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

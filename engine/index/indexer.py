@@ -9,17 +9,26 @@
   and reconciles again.
 - A background thread embeds whatever is pending and refreshes session rows
   (``embed:background``); the write path never waits for it.
+- A server starts with ``catch_up_in_background``: the start-up reconcile runs in a thread
+  while the engine already answers (:attr:`Indexer.progress` says how far it is). Writes made
+  meanwhile are indexed at once and the catch-up leaves their rows alone.
+- A memory whose text is larger than ``max_item_bytes`` stays in the store but is not indexed;
+  :attr:`Indexer.too_large` names its file.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.embed.base import Embedder, ProviderStatus
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
@@ -37,7 +46,35 @@ CACHE_FILE = "embeddings.sqlite"
 _STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
 _BATCH = 64
 
+#: A memory larger than this (UTF-8 bytes of its text) is kept in the store but not indexed.
+MAX_ITEM_BYTES = 1_000_000
+#: How long :meth:`Indexer.stop` waits for its threads in all (they are daemons; a stuck embedder
+#: call must not hold a shutdown).
+STOP_TIMEOUT_S = 2.0
+
 Signature = dict[str, tuple[int, int]]
+
+
+class _Halted(Exception):
+    """A background thread gave up waiting for the workspace lock because the engine is stopping."""
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    path: str  # relative to the workspace
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The start-up reconcile: ``catching_up`` until every memory of the store has been compared."""
+
+    state: str  # catching_up | ready | failed (the next hand-edit scan retries)
+    done: int
+    total: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "done": self.done, "total": self.total}
 
 
 def store_signature(root: Path) -> Signature:
@@ -65,8 +102,14 @@ class Indexer:
         *,
         cache: EmbeddingCache | None = None,
         scan_interval_s: float | None = 5.0,
+        max_item_bytes: int = MAX_ITEM_BYTES,
     ) -> None:
         self.ws = workspace
+        self.max_item_bytes = max_item_bytes
+        self.too_large: dict[str, TooLarge] = {}
+        self.progress = Progress("catching_up", 0, 0)
+        self._catching_up = False
+        self._dirty: set[str] = set()  # memories written while catching up: the catch-up skips them
         self.embedder = embedder
         folder = workspace.root / INDEX_DIR
         self.db = IndexDB(folder / INDEX_FILE, embedder.model_id, embedder.dim)
@@ -85,68 +128,177 @@ class Indexer:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, *, background: bool = True) -> None:
-        """Reconcile with the store, listen to its writes, start the embedder and scanner threads."""
-        with self.ws.lock:
-            self.reconcile()
-            self._sig = store_signature(self.ws.root)
-            self.ws.listeners.append(self.on_change)
+    def start(self, *, background: bool = True, catch_up_in_background: bool = False) -> None:
+        """Reconcile with the store, listen to its writes, start the embedder and scanner threads.
+
+        With ``catch_up_in_background`` this returns at once and the reconcile runs in a thread
+        (then the scanner starts); until it is done, recall answers from what the index has.
+        """
+        if catch_up_in_background:
+            self._spawn("almanac-catch-up", self._catch_up_then_scan)
+        else:
+            with self.ws.lock:
+                self.reconcile()
+                self._sig = store_signature(self.ws.root)
+                self.ws.listeners.append(self.on_change)
         if background:
             self._spawn("almanac-embed", self._work)
-            if self.scan_interval_s:
+            if self.scan_interval_s and not catch_up_in_background:
                 self._spawn("almanac-scan", self._scan_loop)
+
+    def _catch_up_then_scan(self) -> None:
+        try:
+            self.catch_up()
+        except _Halted:
+            return
+        except Exception:
+            log.exception("the start-up reconcile failed; the next hand-edit scan retries it")
+            self._catching_up = False
+            self._sig = {}  # differs from any store: the first scan reconciles everything
+            self.progress = Progress("failed", self.progress.done, self.progress.total)
+        if self.scan_interval_s and not self._stop.is_set():
+            self._scan_loop()
+
+    def catch_up(self) -> int:
+        """The start-up reconcile, holding the workspace lock only for moments (writes go on)."""
+        with self._locked():
+            items, facts = self._snapshot()
+            self._sig = store_signature(self.ws.root)
+            self._dirty = set()
+            self._catching_up = True
+            if self.on_change not in self.ws.listeners:
+                self.ws.listeners.append(self.on_change)
+        try:
+            touched = self._apply(items, facts, self._locked)
+        finally:
+            self._catching_up = False  # a plain flag: on_change reads it under the lock
+            self._dirty = set()
+        self._wake.set()
+        return touched
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
-    def stop(self) -> None:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The workspace lock for a background thread: gives up (:class:`_Halted`) on :meth:`halt`."""
+        while not self.ws.lock.acquire(timeout=0.05):
+            if self._stop.is_set():
+                raise _Halted
+        try:
+            yield
+        finally:
+            self.ws.lock.release()
+
+    def halt(self) -> None:
+        """Ask the threads to stop (returns at once; :meth:`stop` waits for them)."""
         self._stop.set()
         self._wake.set()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """Stop the threads (waiting at most ``timeout_s`` in all) and close the databases.
+
+        Returns False when a thread is still busy (say, in a hung embedder call); the databases are
+        then left open for it — the process is ending, and the index is derived data anyway.
+        """
+        self.halt()
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout=30)
+            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
         with self.ws.lock:
             if self.on_change in self.ws.listeners:
                 self.ws.listeners.remove(self.on_change)
+        if any(t.is_alive() for t in self._threads):
+            log.warning("index threads still busy after %.0f s; leaving them to the exit", timeout_s)
+            return False
         self.db.close()
         if self.cache is not None:
             self.cache.close()
+        return True
 
     # -- the store → rows --------------------------------------------------------------------------
 
+    def _fits(self, item: D.Item | None, path: Path) -> D.Item | None:
+        """``item``, or None (and named in :attr:`too_large`) when it is too large to index."""
+        if item is None:
+            return None
+        self.too_large.pop(item.id, None)
+        if len(item.text) * 4 <= self.max_item_bytes:  # no need to count the bytes
+            return item
+        size = len(item.text.encode("utf-8", "surrogatepass"))
+        if size <= self.max_item_bytes:
+            return item
+        self.too_large[item.id] = TooLarge(os.path.relpath(path, self.ws.root), size)
+        return None
+
     def _catalog(self) -> list[D.Item]:
-        items = [D.note_item(r) for r in self.ws.notes.values()]
-        items += [D.log_item(r) for r in self.ws.logs.values()]
+        self.too_large.clear()
+        items = [self._fits(D.note_item(r), self.ws.note_path(r)) for r in self.ws.notes.values()]
+        items += [self._fits(D.log_item(r), self.ws.log_file(r.day, r.state)) for r in self.ws.logs.values()]
         return [i for i in items if i is not None]
+
+    def _snapshot(self) -> tuple[list[D.Item], dict[str, D.FactDoc]]:
+        """What the index should hold (call under the workspace lock); sets the stream bookkeeping."""
+        items = self._catalog()
+        self._items = {i.id: i for i in items}
+        self._streams = {
+            key: [(D.order_key(i), i.id) for i in members] for key, members in D.streams(items).items()
+        }
+        self._paths.clear()
+        facts = {f.memory: f for r in self.ws.facts.records.values() if (f := D.fact_doc(r))}
+        return items, facts
 
     def reconcile(self) -> int:
         """Rewrite the rows that differ from the store (by content hash); returns memories touched."""
         with self.ws.lock:
-            items = self._catalog()
-            self._items = {i.id: i for i in items}
-            self._streams = {
-                key: [(D.order_key(i), i.id) for i in members] for key, members in D.streams(items).items()
-            }
-            wanted: dict[str, list[D.ChunkDoc]] = {}
-            for doc in D.all_docs(items):
-                wanted.setdefault(doc.memory, []).append(doc)
-            have = self.db.chunk_hashes()
-            touched = 0
-            for memory, docs in wanted.items():
-                if {d.chunk: d.hash for d in docs} != have.pop(memory, None):
-                    touched += self.db.put_memory(memory, docs, D.wikilinks(self._items[memory].text))
-            for memory in have:
-                touched += self.db.delete_memory(memory)
-            facts = {f.memory: f for r in self.ws.facts.records.values() if (f := D.fact_doc(r))}
-            stored = self.db.fact_hashes()
-            for memory, fact in facts.items():
-                if stored.pop(memory, None) != fact.hash:
-                    touched += self.db.put_fact(fact)
-            for memory in stored:
-                touched += self.db.delete_fact(memory)
-            self._paths.clear()
+            items, facts = self._snapshot()
+            touched = self._apply(items, facts, contextlib.nullcontext)
         self._wake.set()
+        return touched
+
+    def _apply(
+        self,
+        items: list[D.Item],
+        facts: dict[str, D.FactDoc],
+        guard: Callable[[], AbstractContextManager[Any]],
+    ) -> int:
+        """Make the rows match ``items`` and ``facts``: each row written under ``guard``, and not
+        at all if a write changed that memory since the snapshot (``_dirty``)."""
+        have = self.db.chunk_hashes()
+        stored = self.db.fact_hashes()
+        total, done, touched = len(items) + len(facts), 0, 0
+        self.progress = Progress("catching_up", 0, total)
+        for members in D.streams(items).values():
+            for i, item in enumerate(members):
+                if self._stop.is_set():
+                    return touched
+                before = members[i - 1] if i > 0 else None
+                after = members[i + 1] if i + 1 < len(members) else None
+                docs = D.item_docs(item, before, after)
+                if {d.chunk: d.hash for d in docs} != have.pop(item.id, None):
+                    with guard():
+                        if item.id not in self._dirty:
+                            touched += self.db.put_memory(item.id, docs, D.wikilinks(item.text))
+                done += 1
+                self.progress = Progress("catching_up", done, total)
+        for memory in have:
+            with guard():
+                if memory not in self._dirty:
+                    touched += self.db.delete_memory(memory)
+        for memory, fact in facts.items():
+            if stored.pop(memory, None) != fact.hash:
+                with guard():
+                    if memory not in self._dirty:
+                        touched += self.db.put_fact(fact)
+            done += 1
+            self.progress = Progress("catching_up", done, total)
+        for memory in stored:
+            with guard():
+                if memory not in self._dirty:
+                    touched += self.db.delete_fact(memory)
+        self.progress = Progress("ready", total, total)
         return touched
 
     def on_change(self, memory_id: str) -> None:
@@ -159,6 +311,8 @@ class Indexer:
                 self.db.delete_fact(memory_id)
             else:
                 self.db.put_fact(doc)
+            if self._catching_up:
+                self._dirty.add(memory_id)
             self._restat(self._files_under("facts"))
         else:
             self._reindex_item(memory_id)
@@ -167,9 +321,11 @@ class Indexer:
     def _current_item(self, memory_id: str) -> D.Item | None:
         note = self.ws.notes.get(memory_id)
         if note is not None:
-            return D.note_item(note)
+            return self._fits(D.note_item(note), self.ws.note_path(note))
         entry = self.ws.logs.get(memory_id)
-        return None if entry is None else D.log_item(entry)
+        if entry is None:
+            return None
+        return self._fits(D.log_item(entry), self.ws.log_file(entry.day, entry.state))
 
     def _reindex_item(self, memory_id: str) -> None:
         touched = {memory_id}
@@ -188,6 +344,8 @@ class Indexer:
             at = bisect.bisect_left(members, entry)
             members.insert(at, entry)
             touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
+        if self._catching_up:
+            self._dirty.update(touched)
         for memory in touched:
             item = self._items.get(memory)
             if item is None:
@@ -241,7 +399,7 @@ class Indexer:
         """Pick up hand edits: if any store file changed behind the engine's back, reload and reconcile."""
         if store_signature(self.ws.root) == self._sig:
             return False
-        with self.ws.lock:
+        with self._locked():
             self.ws.load()
             self.reconcile()
             self._sig = store_signature(self.ws.root)
@@ -253,6 +411,8 @@ class Indexer:
         while not self._stop.wait(self.scan_interval_s):
             try:
                 self.scan_once()
+            except _Halted:
+                return
             except Exception:  # a bad scan must not kill the thread; the next one retries
                 log.exception("scanning the workspace for hand edits failed")
 
@@ -302,10 +462,10 @@ class Indexer:
                 self._wake.clear()
 
     def wait_idle(self, timeout_s: float) -> bool:
-        """Block until the background thread has nothing left to do (True) or ``timeout_s`` passes."""
+        """Block until the background threads have nothing left to do (True) or ``timeout_s`` passes."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
-            while self._busy or self._wake.is_set():
+            while self._busy or self._wake.is_set() or self.progress.state == "catching_up":
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

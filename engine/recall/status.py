@@ -11,6 +11,10 @@ from engine.index.indexer import INDEX_DIR
 from engine.recall.context import Recall
 from engine.scope import Caller, within
 from engine.store.model import State
+from engine.store.workspace import FileProblem
+
+#: At most this many files are named in each list (the counts are always whole).
+MAX_NAMED = 50
 
 
 def _bytes(root: Path, skip: tuple[str, ...] = ()) -> int:
@@ -44,7 +48,8 @@ def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
             if within(limit, entry.entry.scope):
                 counts["log"][entry.state.value] += 1
         newest = ws.remembered_at()
-        problems = len(ws.problems)
+        unreadable = _unreadable(ws.problems)
+        too_large = sorted(indexer.too_large.values(), key=lambda t: t.path)
     index = indexer.db.reader.counts()
     provider = indexer.status
     settings = asdict(recall.settings)
@@ -63,6 +68,8 @@ def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
             "sessions_waiting": index["groups_dirty"],
             "model_id": indexer.db.model_id,
             "dim": indexer.db.dim,
+            "not_indexed": len(too_large),
+            **indexer.progress.to_json(),
         },
         "embedding": provider.to_json()
         if provider is not None
@@ -73,5 +80,22 @@ def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
         },
         "settings": settings,
         "newest_memory": None if newest is None else newest.isoformat(),
-        "unreadable_files": problems,
+        "unreadable_files": len(unreadable),
+        # file names (relative to the workspace) only for connections that see the whole workspace
+        "problems": [] if limit is not None else unreadable[:MAX_NAMED],
+        "not_indexed": []
+        if limit is not None
+        else [
+            {"path": t.path, "bytes": t.bytes, "reason": f"larger than {indexer.max_item_bytes:,} bytes"}
+            for t in too_large[:MAX_NAMED]
+        ],
     }
+
+
+def _unreadable(problems: list[FileProblem]) -> list[dict[str, Any]]:
+    """One entry per file that could not be read whole: its first problem and how many it has."""
+    by_file: dict[str, dict[str, Any]] = {}
+    for p in problems:
+        entry = by_file.setdefault(p.path, {"path": p.path, "line": p.line, "problem": p.message, "count": 0})
+        entry["count"] += 1
+    return sorted(by_file.values(), key=lambda e: e["path"])

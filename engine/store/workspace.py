@@ -27,7 +27,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from engine.errors import StoreUnavailable
-from engine.store import daylog, fsio, ledger, notefile
+from engine.store import daylog, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
@@ -121,25 +121,61 @@ class Workspace:
             self.logs.clear()
             self.note_by_content.clear()
             self.problems.clear()
+            moved: dict[str, State] = {}  # a log entry's state as the ledger's last retire/restore says
             for path in _md_files(self.root / FACTS):
-                parsed = ledger.parse_ledger(self._read(path))
+                text = self._read_text(path)
+                if text is None:
+                    continue
+                parsed = ledger.parse_ledger(text)
                 self._report(path, parsed.problems)
                 for event in parsed.events:
                     self.facts.apply(event)
+                    if event.kind in ("retire", "restore") and event.memory.startswith(ids.LOG + "_"):
+                        moved[event.memory] = State.RETIRED if event.kind == "retire" else State.LIVE
             for state in (State.RETIRED, State.LIVE, State.ARCHIVED):
                 base = self.root / _NOTE_ROOTS[state]
                 for path in _md_files(base):
                     self._load_note(path, path.relative_to(base), state)
+            copies: dict[str, list[LogRecord]] = {}
             for state in (State.RETIRED, State.LIVE):
                 base = self.root / _LOG_ROOTS[state]
                 for path in _md_files(base):
-                    self._load_log(path, path.relative_to(base), state)
+                    self._load_log(path, path.relative_to(base), state, copies)
+            for entry_id, found in copies.items():
+                self.logs[entry_id] = self._one_copy(found, moved.get(entry_id, State.LIVE))
 
     # -- reading -----------------------------------------------------------------------------
 
     def _read(self, path: Path) -> str:
         with open(path, encoding="utf-8", errors="replace", newline="") as handle:
             return handle.read()
+
+    def _read_text(self, path: Path, *, strict: bool = False) -> str | None:
+        """The file's text, or None (reported) when it cannot be read or is binary.
+
+        A NUL byte means binary: skipped. Other bytes that are not UTF-8 skip a note (``strict``);
+        a ledger segment or day log is read with them replaced (U+FFFD) and the file is named,
+        since one bad byte must not hide a month of facts.
+        """
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self._report(path, [Problem(1, f"cannot be read: {exc.strerror or exc}")])
+            return None
+        if b"\0" in data:
+            self._report(
+                path, [Problem(1, "binary file (it has NUL bytes): not read; move it out of the store")]
+            )
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            where = f"byte {exc.start:,}"
+            if strict:
+                self._report(path, [Problem(1, f"not UTF-8 text ({where}): not read; save it as UTF-8")])
+                return None
+            self._report(path, [Problem(1, f"not UTF-8 text ({where}): read with U+FFFD in place")])
+            return data.decode("utf-8", errors="replace")
 
     def _report(self, path: Path, problems: tuple[Problem, ...] | list[Problem]) -> None:
         for problem in problems:
@@ -149,8 +185,11 @@ class Workspace:
 
     def _load_note(self, path: Path, rel: Path, state: State) -> None:
         default_id = "nte_h" + hashlib.sha256(str(rel).encode()).hexdigest()[:25]
+        text = self._read_text(path, strict=True)
+        if text is None:
+            return
         try:
-            note = notefile.parse_note(self._read(path), default_id)
+            note = notefile.parse_note(text, default_id)
         except Exception as exc:
             self._report(path, [Problem(1, f"unreadable note: {exc}")])
             return
@@ -161,8 +200,11 @@ class Workspace:
         if state is State.LIVE:
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
 
-    def _load_log(self, path: Path, rel: Path, state: State) -> None:
-        entries, problems = daylog.parse_daylog(self._read(path))
+    def _load_log(self, path: Path, rel: Path, state: State, copies: dict[str, list[LogRecord]]) -> None:
+        text = self._read_text(path)
+        if text is None:
+            return
+        entries, problems = daylog.parse_daylog(text)
         self._report(path, problems)
         try:
             year, month, day = (int(part) for part in (*rel.parts[:-1], rel.stem))
@@ -171,8 +213,39 @@ class Workspace:
             self._report(path, [Problem(1, "a log file must be logs/YYYY/MM/DD.md")])
             return
         for entry in entries:
-            if entry.id not in self.logs:  # retired copies load first and win
-                self.logs[entry.id] = LogRecord(entry, when, state)
+            copies.setdefault(entry.id, []).append(LogRecord(entry, when, state))
+
+    def _one_copy(self, found: list[LogRecord], current: State) -> LogRecord:
+        """The one copy of a log entry to keep (see docs/store-format.md, "Moving a log entry").
+
+        Moving an entry appends it to the other state's day file, rewrites the file it left, then
+        appends the ledger event. A crash between the two file writes leaves a copy in both: the
+        ledger has not recorded the move, so the copy in the state it names is kept and the other
+        one is taken out of its file (only when the two copies are the same entry, word for word).
+        """
+        if len(found) == 1:
+            return found[0]
+        keep = next((r for r in found if r.state is current), found[0])
+        for other in found:
+            if other is keep:
+                continue
+            path = self.log_file(other.day, other.state)
+            if other.entry != keep.entry or other.day != keep.day:
+                self._report(path, [Problem(1, f"log entry {keep.entry.id} is also in another day file")])
+                continue
+            try:
+                original = path.read_bytes().decode("utf-8")
+                fsio.write_atomic(path, daylog.remove_entry(original, keep.entry.id).encode())
+            except (OSError, UnicodeDecodeError) as exc:
+                self._report(path, [Problem(1, f"could not remove a second copy of {keep.entry.id}: {exc}")])
+                continue
+            log.warning(
+                "%s: removed the second copy of %s left by an interrupted move (the ledger says %s)",
+                path.relative_to(self.root),
+                keep.entry.id,
+                current.value,
+            )
+        return keep
 
     # -- writing (call with self.lock held) ----------------------------------------------------
 

@@ -57,8 +57,8 @@ def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 20.
 
 
 @contextlib.contextmanager
-def socket_engine(workspace: Path, sock: Path) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(engine_command("--socket", str(sock), "--dir", str(workspace)))
+def socket_engine(workspace: Path, sock: Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(engine_command("--socket", str(sock), "--dir", str(workspace), *extra))
     try:
         wait_healthy(sock, proc)
         yield proc
