@@ -10,9 +10,10 @@ import pytest
 
 from engine.embed.off import OffEmbedder
 from engine.index.indexer import INDEX_DIR, Indexer
-from engine.memory import Caller, Memory
+from engine.memory import Memory
 from engine.recall.context import Recall
 from engine.recall.status import memory_status
+from engine.scope import Caller
 from engine.store.workspace import Workspace
 from tests.engine.index.helpers import CALLER, Clock
 
@@ -48,7 +49,7 @@ def test_the_start_up_reconcile_runs_in_the_background_and_reports_progress(tmp_
             assert status["index"]["state"] == "catching_up" and status["index"]["chunks"] == 0
         assert indexer.wait_idle(60)
         assert indexer.progress.to_json() == {"state": "ready", "done": 31, "total": 31}
-        rows = list(indexer.db.dump())
+        rows = list(indexer.db.reader.dump())
     finally:
         indexer.stop()
         ws.close()
@@ -57,7 +58,7 @@ def test_the_start_up_reconcile_runs_in_the_background_and_reports_progress(tmp_
     try:
         blocking.start()  # the reconcile in the foreground, as before
         assert blocking.wait_idle(60)
-        assert list(blocking.db.dump()) == rows  # the same rows as a fresh reconcile in the foreground
+        assert list(blocking.db.reader.dump()) == rows  # the same rows as a fresh reconcile in the foreground
     finally:
         blocking.stop()
         ws.close()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.memory import Caller, Memory
+from engine.memory import Memory
+from engine.scope import Caller
 from engine.store import daylog
 from engine.store.model import State
 from engine.store.workspace import Workspace
