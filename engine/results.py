@@ -205,6 +205,25 @@ class IndexState(_Reply):
     sessions_waiting: int = PField(description="Day groups whose summary vector is being rebuilt")
     model_id: str | None = PField(description="The embedding model the stored vectors belong to")
     dim: int | None = PField(description="Their dimension")
+    not_indexed: int = PField(description="Memories too large to index (kept in the store, readable by id)")
+    state: Literal["catching_up", "ready", "failed"] = PField(
+        description="catching_up while the index is compared with the store after a start; ready after"
+    )
+    done: int = PField(description="Memories compared so far")
+    total: int = PField(description="Memories to compare")
+
+
+class FileProblemOut(_Reply):
+    path: str = PField(description="The file, relative to the workspace")
+    line: int = PField(description="Where its first problem is (1-based)")
+    problem: str = PField(description="What is wrong with it")
+    count: int = PField(description="How many problems it has")
+
+
+class NotIndexed(_Reply):
+    path: str = PField(description="The file, relative to the workspace")
+    bytes: int = PField(description="The memory's size")
+    reason: str = PField(description="Why it is not indexed")
 
 
 class EmbeddingState(_Reply):
@@ -232,4 +251,10 @@ class StatusReply(_Reply):
     embedding: EmbeddingState
     settings: dict[str, Any] = PField(description="The recall and lifecycle settings in force, by name")
     newest_memory: str | None = PField(description="When the newest memory was saved, ISO 8601")
-    unreadable_files: int = PField(description="Store files that could not be read and are skipped")
+    unreadable_files: int = PField(description="Store files that could not be read (whole) and are skipped")
+    problems: list[FileProblemOut] = PField(
+        description="Those files by name (at most 50; empty for a connection pinned to a scope)"
+    )
+    not_indexed: list[NotIndexed] = PField(
+        description="Memories too large to index, by file (at most 50; empty for a pinned connection)"
+    )
