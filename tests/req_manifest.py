@@ -109,7 +109,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     # §14 reliability and security
     "rel:kill": Deferred(7),
     "rel:concurrency": Deferred(7),
-    "rel:fuzz": Deferred(7),
+    "rel:fuzz": None,
     "rel:load": Deferred(7),
     "sec:authz": Deferred(7),
     # §15 host integration

@@ -140,6 +140,7 @@ def test_the_openapi_document_is_served_without_a_token(gateway: Gateway) -> Non
     assert doc.status_code == 200 and doc.json()["openapi"].startswith("3.1")
 
 
+@pytest.mark.req("rel:fuzz")
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(gateway: Gateway, ada: str) -> None:
     """Property-based requests generated from the OpenAPI document, valid and invalid (rel:fuzz for
     REST): never a 5xx, and every response matches the document."""
