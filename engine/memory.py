@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from engine.ageing.archive import without_banner
 from engine.errors import InvalidInput, NotFound, ReadOnly
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.scope import Caller, read_scope, visible, within, write_scope
@@ -36,10 +37,21 @@ UNKNOWN_SOURCE = "unknown client"
 
 
 class Memory:
-    def __init__(self, workspace: Workspace, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        clock: Callable[[], datetime] = utc_now,
+        on_save: Callable[[], None] | None = None,
+    ) -> None:
         self.ws = workspace
         self.clock = clock
+        self.on_save = on_save  # after a new memory is written: the archive sweep (life:archive)
         self._ulids = ids.UlidClock()
+
+    def _saved(self, receipt: Receipt) -> Receipt:
+        if self.on_save is not None and receipt.action != "nochange":
+            self.on_save()
+        return receipt
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -110,7 +122,8 @@ class Memory:
                 scope=scope,
                 source=who,
             )
-            return self._note_receipt("store", self.ws.save_note(note, rel))
+            receipt = self._note_receipt("store", self.ws.save_note(note, rel))
+        return self._saved(receipt)
 
     def _note_receipt(self, action: str, record: NoteRecord) -> Receipt:
         note = record.note
@@ -180,9 +193,10 @@ class Memory:
                 closed = Closed(
                     previous.object, previous.event_id, format_time(previous.valid_from), format_time(now)
                 )
-            return Receipt(
+            receipt = Receipt(
                 action, event.event_id, fid, "fact", scope, who.name, who.verified, closed, duplicates
             )
+        return self._saved(receipt)
 
     def remember_note(
         self, caller: Caller, text: str, date: str | None = None, source: str | None = None
@@ -197,7 +211,7 @@ class Memory:
             entry = LogEntry(self._new_id(ids.LOG, now), now, text.strip("\n").rstrip(), who, scope)
             record = self.ws.append_log(entry, day or now.date())
             path = self.ws.log_file(record.day, record.state).relative_to(self.ws.root)
-            return Receipt(
+            receipt = Receipt(
                 "store",
                 ids.event_id_for(entry.id),
                 entry.id,
@@ -207,6 +221,7 @@ class Memory:
                 who.verified,
                 path=str(path),
             )
+        return self._saved(receipt)
 
     # -- retire / restore ------------------------------------------------------------------------
 
@@ -219,17 +234,17 @@ class Memory:
     def _not_found(self, memory_id: str) -> NotFound:
         return NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
 
-    def _target(self, memory_id: str) -> tuple[str, str | None, bool] | None:
-        """(kind, scope, retired?) of the memory with this id, or None."""
+    def _target(self, memory_id: str) -> tuple[str, str | None, State] | None:
+        """(kind, scope, state) of the memory with this id, or None."""
         if memory_id in self.ws.facts.records:
             record = self.ws.facts.records[memory_id]
-            return "fact", record.scope, record.retired
+            return "fact", record.scope, State.RETIRED if record.retired else State.LIVE
         if memory_id in self.ws.notes:
             note = self.ws.notes[memory_id]
-            return "note", note.note.scope, note.state is State.RETIRED
+            return "note", note.note.scope, note.state
         if memory_id in self.ws.logs:
             entry = self.ws.logs[memory_id]
-            return "log", entry.entry.scope, entry.state is State.RETIRED
+            return "log", entry.entry.scope, entry.state
         return None
 
     def _set_retired(self, caller: Caller, memory_id: str, retire: bool, reason: str | None) -> Receipt:
@@ -244,8 +259,8 @@ class Memory:
             target = self._target(memory_id)
             if target is None or not visible(caller, target[1]):
                 raise self._not_found(memory_id)
-            kind, scope, retired = target
-            if retired == retire:
+            kind, scope, current = target
+            if current is (State.RETIRED if retire else State.LIVE):
                 return Receipt("nochange", None, memory_id, kind, scope, who.name, who.verified)
             now = self.clock()
             event = Event(
@@ -256,11 +271,22 @@ class Memory:
                 last = self.ws.facts.records[memory_id].values[-1]
                 event = replace(event, subject=last.subject, predicate=last.predicate, object=last.object)
             elif kind == "note":
-                self.ws.move_note(memory_id, state)
+                self._move_note(memory_id, state, now)
             else:
                 self.ws.move_log(memory_id, state)
             self.ws.append_event(event)
             return Receipt(action, event.event_id, memory_id, kind, scope, who.name, who.verified)
+
+    def _move_note(self, memory_id: str, state: State, now: datetime) -> None:
+        """Retire, or bring back from retired or cold storage (taking the archive banner off; a note
+        restored from the archive counts as cited now, so the next sweep does not take it again)."""
+        record = self.ws.notes[memory_id]
+        body = without_banner(record.note.body)
+        if state is State.LIVE and (body != record.note.body or record.state is State.ARCHIVED):
+            cited = now if record.state is State.ARCHIVED else record.note.last_cited
+            self.ws.rewrite_note(replace(record.note, body=body, last_cited=cited), State.LIVE)
+        else:
+            self.ws.move_note(memory_id, state)
 
     # -- reads ---------------------------------------------------------------------------------
 

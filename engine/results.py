@@ -250,6 +250,10 @@ class StatusReply(_Reply):
     index: IndexState
     embedding: EmbeddingState
     settings: dict[str, Any] = PField(description="The recall and lifecycle settings in force, by name")
+    settings_origin: dict[str, Literal["default", "instance", "workspace", "command line"]] = PField(
+        description="Where each setting's value came from: default, instance, workspace or command line"
+    )
+    settings_problems: list[str] = PField(description="Settings layers that were ignored, and why")
     newest_memory: str | None = PField(description="When the newest memory was saved, ISO 8601")
     unreadable_files: int = PField(description="Store files that could not be read (whole) and are skipped")
     problems: list[FileProblemOut] = PField(

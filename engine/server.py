@@ -38,11 +38,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.embed import make_embedder
+from engine import settings as engine_settings
+from engine.ageing.lifecycle import Lifecycle
+from engine.embed import Embedder, make_embedder
 from engine.errors import WorkspaceLocked
 from engine.index.indexer import INDEX_DIR, MAX_ITEM_BYTES, Indexer
 from engine.memory import Memory
-from engine.recall.context import Recall
+from engine.recall.context import Recall, RecallSettings
+from engine.settings import PROVIDERS, EngineSettings
+from engine.store.model import utc_now
 from engine.store.workspace import Workspace
 from engine.tools import build_server
 
@@ -74,9 +78,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--embedder-socket", metavar="PATH", help="the host embedder service's socket")
     parser.add_argument(
         "--embedding-provider",
-        default="local",
-        choices=["local", "vertex", "off"],
-        help="how notes are embedded when no --embedder-socket is given (default: local)",
+        choices=list(PROVIDERS),
+        help="how notes are embedded (overrides the settings' embedding_provider; default: local)",
+    )
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        type=Path,
+        help="the instance-wide settings file (JSON, or TOML by its .toml suffix); see docs/configuration.md",
     )
     parser.add_argument(
         "--index-max-bytes",
@@ -94,6 +103,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def parse_assignment(line: str) -> tuple[str, str, str | None]:
+    """(socket, dir, log) of the gateway's assignment line; raises ValueError/KeyError/TypeError."""
+    assignment = json.loads(line)
+    log = assignment.get("log")
+    return str(assignment["socket"]), str(assignment["dir"]), None if log is None else str(log)
+
+
 def await_assignment(args: argparse.Namespace) -> bool:
     """A warm spare: everything is imported; wait for the workspace to serve.
 
@@ -108,9 +124,7 @@ def await_assignment(args: argparse.Namespace) -> bool:
     if not line.strip():
         return False
     try:
-        assignment = json.loads(line)
-        args.socket, args.dir = str(assignment["socket"]), str(assignment["dir"])
-        log = assignment.get("log")
+        args.socket, args.dir, log = parse_assignment(line)
     except (ValueError, KeyError, TypeError) as exc:
         print(f"almanac engine: bad assignment line ({exc}); expected {{socket, dir, log}}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
@@ -191,6 +205,35 @@ def serve_socket(mcp: MCPServer, path: str) -> None:
             os.unlink(path)
 
 
+def embedder_for(settings: EngineSettings, embedder_socket: str | None) -> Embedder:
+    """The provider the settings name; ``local`` is the host's shared service when the gateway gave one."""
+    if settings.embedding_provider == "off":
+        return make_embedder("off")
+    if settings.embedding_provider == "vertex":
+        return make_embedder(
+            "vertex",
+            project=settings.vertex_project,
+            location=settings.vertex_location,
+            base_url=settings.vertex_base_url,
+            batch_size=settings.vertex_batch_size,
+        )
+    if embedder_socket:
+        return make_embedder("remote", socket_path=embedder_socket)
+    return make_embedder("local")
+
+
+def recall_settings(settings: EngineSettings) -> RecallSettings:
+    return RecallSettings(
+        max_tokens_default=settings.max_tokens_default,
+        facts_share=settings.facts_share,
+        facts_for_query=settings.facts_limit,
+        notes_limit=settings.notes_limit,
+        min_match_score=settings.min_match_score,
+        include_archived=settings.include_archived,
+        semantic=settings.embedding_provider != "off",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.await_assignment and not await_assignment(args):
@@ -202,11 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     except WorkspaceLocked as exc:
         print(f"almanac engine: {exc.message}", file=sys.stderr)
         return EXIT_LOCKED
-    embedder = (
-        make_embedder("remote", socket_path=args.embedder_socket)
-        if args.embedder_socket
-        else make_embedder(args.embedding_provider)
-    )
+    overrides = {"embedding_provider": args.embedding_provider} if args.embedding_provider else None
+    loaded = engine_settings.load(args.settings, workspace.root, overrides)
+    for problem in loaded.problems:
+        log.warning("%s", problem)
+    settings = loaded.settings
+    embedder = embedder_for(settings, args.embedder_socket)
     settled = True
     try:
         if args.reindex:
@@ -217,11 +261,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.reindex:
                 indexer.wait_idle(float("inf"))
                 return 0
-            mcp = build_server(Memory(workspace), version=VERSION, recall=Recall(indexer))
-            if args.stdio:
-                anyio.run(mcp.run_stdio_async)
-            else:
-                serve_socket(mcp, args.socket)
+            ageing = Lifecycle(workspace, settings, utc_now)
+            ageing.start()
+            try:
+                memory = Memory(workspace, utc_now, on_save=ageing.saved)
+                recall = Recall(indexer, recall_settings(settings), ageing, loaded)
+                mcp = build_server(memory, version=VERSION, recall=recall)
+                if args.stdio:
+                    anyio.run(mcp.run_stdio_async)
+                else:
+                    serve_socket(mcp, args.socket)
+            finally:
+                ageing.stop()
         finally:
             indexer.halt()
             settled = finish_writes(workspace)

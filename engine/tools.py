@@ -260,4 +260,5 @@ def client_status(status: dict[str, Any]) -> dict[str, Any]:
         embedding["detail"] = without_paths(str(embedding["detail"]))
     if embedding.get("notes"):
         embedding["notes"] = [without_paths(str(note)) for note in embedding["notes"]]
-    return {**status, "embedding": embedding}
+    problems = [without_paths(str(p)) for p in status.get("settings_problems", ())]
+    return {**status, "embedding": embedding, "settings_problems": problems}

@@ -55,15 +55,15 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "life:import": Deferred(12),
     "life:export": Deferred(12),
     # §6 lifecycle
-    "life:lexical": Deferred(9),
-    "life:decay": Deferred(9),
-    "life:cited": Deferred(9),
-    "life:archive": Deferred(9),
-    "life:rank-floors": Deferred(9),
-    "life:retrieval-log": Deferred(9),
+    "life:lexical": None,
+    "life:decay": None,
+    "life:cited": None,
+    "life:archive": None,
+    "life:rank-floors": None,
+    "life:retrieval-log": None,
     # §7 settings
-    "settings:layers": Deferred(9),
-    "settings:strict": Deferred(9),
+    "settings:layers": None,
+    "settings:strict": None,
     # §8 embeddings
     "embed:local": None,
     "embed:vertex": None,

@@ -42,6 +42,8 @@ log = logging.getLogger("almanac.engine.index")
 
 INDEX_DIR = ".index"
 INDEX_FILE = "index.sqlite"
+#: The embedding cache lives beside the index, not in it: ``--reindex`` deletes ``.index/`` only.
+CACHE_DIR = ".cache"
 CACHE_FILE = "embeddings.sqlite"
 _STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
 _BATCH = 64
@@ -94,6 +96,18 @@ def store_signature(root: Path) -> Signature:
     return out
 
 
+def cache_path(root: Path) -> Path:
+    """``.cache/embeddings.sqlite`` (a cache left in ``.index/`` by an older engine is moved there)."""
+    path = root / CACHE_DIR / CACHE_FILE
+    old = root / INDEX_DIR / CACHE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() and old.exists():
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{old}{suffix}").exists():
+                os.replace(f"{old}{suffix}", f"{path}{suffix}")
+    return path
+
+
 class Indexer:
     def __init__(
         self,
@@ -113,7 +127,9 @@ class Indexer:
         self.embedder = embedder
         folder = workspace.root / INDEX_DIR
         self.db = IndexDB(folder / INDEX_FILE, embedder.model_id, embedder.dim)
-        self.cache = cache if cache is not None or embedder.dim == 0 else EmbeddingCache(folder / CACHE_FILE)
+        self.cache = (
+            cache if cache is not None or embedder.dim == 0 else EmbeddingCache(cache_path(workspace.root))
+        )
         self.scan_interval_s = scan_interval_s
         self.status: ProviderStatus | None = None
         self._items: dict[str, D.Item] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -11,10 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.ageing.archive import BANNER
+from engine.ageing.lifecycle import Lifecycle
 from engine.errors import InvalidInput
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
 from engine.recall import budget as B
+from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person, parse_query, quote
@@ -22,10 +26,9 @@ from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidenc
 from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
 from engine.scope import Caller, read_scope, shown
+from engine.settings import Loaded
 
 log = logging.getLogger("almanac.engine.recall")
-
-BANNER = "> **⚠️ From cold storage — this was true at one time, but it may not be true now.**"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class RecallSettings:
     keyword_budget: int = KEYWORD_BUDGET  # rows bm25 may score per query (engine.index.keywords)
     overlap_embedding: bool = True  # embed the query in a thread while the keyword searches run
     weights: Weights = field(default_factory=Weights)
+    lexical_weight: float = LEXICAL_WEIGHT  # keyword coverage added after fusion (engine.recall.freshness)
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,18 @@ class Searched:
 
 
 class Recall:
-    def __init__(self, indexer: Indexer, settings: RecallSettings | None = None) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        settings: RecallSettings | None = None,
+        ageing: Lifecycle | None = None,
+        engine_settings: Loaded | None = None,
+    ) -> None:
         self.indexer = indexer
         self.db = indexer.db.reader
         self.settings = settings or RecallSettings()
+        self.ageing = ageing  # decay in ranking; citations and the retrieval log after get_context
+        self.engine_settings = engine_settings  # what memory_status reports, with each value's origin
 
     # -- the pieces --------------------------------------------------------------------------------
 
@@ -146,7 +158,12 @@ class Recall:
             retrieval = "keyword" if ranked.keyword else "facts"
         best = [confidence(h.lexical, h.cosine) for h in ranked.hits[:5]]
         conf = query_confidence(best, self._unknown_names(query), len(query.names))
-        hits = ranked.hits + tuple(graph_hits(self.db, ranked.hits, visible))
+        decay_of = None
+        if self.ageing is not None:
+            ageing, now = self.ageing, self.ageing.clock()
+            decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
+        found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)
+        hits = found + tuple(graph_hits(self.db, found, visible))
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 
     def facts(self, query: Query, qvec: np.ndarray[Any, Any] | None, scope: str | None) -> list[FactHit]:
@@ -191,6 +208,7 @@ class Recall:
         include_archived: bool | None = None,
     ) -> dict[str, Any]:
         settings = self.settings
+        started = time.perf_counter()
         scope = read_scope(caller, scope)
         budget = settings.max_tokens_default if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int):
@@ -247,6 +265,14 @@ class Recall:
             "dropped": {"count": dropped, "ids": dropped_ids},
         }
         reply["tokens"] = B.json_tokens(reply)
+        if self.ageing is not None:
+            self.ageing.after_context(
+                reply,
+                query=query,
+                scope=scope,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                source=caller.connection or caller.client_name,
+            )
         return reply
 
     @staticmethod

@@ -7,21 +7,28 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from engine.index.indexer import INDEX_DIR
+from engine import settings as engine_settings
+from engine.ageing.citations import FOLDING, JOURNAL
+from engine.ageing.retrieval_log import LOG, ROTATED
+from engine.index.indexer import CACHE_DIR, INDEX_DIR
 from engine.recall.context import Recall
 from engine.scope import Caller, within
 from engine.store.model import State
-from engine.store.workspace import FileProblem
+from engine.store.workspace import RETIRED, FileProblem
 
 #: At most this many files are named in each list (the counts are always whole).
 MAX_NAMED = 50
+#: Files at the workspace's top that are records about the store, not memories.
+DERIVED_FILES = (LOG, ROTATED, JOURNAL, FOLDING, ".almanac.lock")
 
 
-def _bytes(root: Path, skip: tuple[str, ...] = ()) -> int:
+def _bytes(root: Path, skip: tuple[str, ...] = (), files: tuple[str, ...] = ()) -> int:
+    """Bytes under ``root``, leaving out the top-level folders ``skip`` and top-level files ``files``."""
     total = 0
     for dirpath, dirnames, filenames in os.walk(root):
         if Path(dirpath) == root:
             dirnames[:] = [d for d in dirnames if d not in skip]
+            filenames = [f for f in filenames if f not in files]
         for name in filenames:
             try:
                 total += os.stat(os.path.join(dirpath, name)).st_size
@@ -54,10 +61,17 @@ def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
     provider = indexer.status
     settings = asdict(recall.settings)
     settings["embedding_provider"] = indexer.embedder.provider
+    origin: dict[str, str] = {}
+    setting_problems: list[str] = []
+    if recall.engine_settings is not None:
+        shown = engine_settings.report(recall.engine_settings)
+        settings.update(shown["values"])
+        settings["embedding_provider"] = indexer.embedder.provider
+        origin, setting_problems = shown["origin"], shown["problems"]
     return {
         "counts": counts,
         "storage_bytes": {
-            "store": _bytes(ws.root, skip=(INDEX_DIR, ".cache")),
+            "store": _bytes(ws.root, skip=(INDEX_DIR, CACHE_DIR, RETIRED), files=DERIVED_FILES),
             "index": _bytes(ws.root / INDEX_DIR) if (ws.root / INDEX_DIR).exists() else 0,
         },
         "index": {
@@ -79,6 +93,8 @@ def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
             "model_id": indexer.embedder.model_id,
         },
         "settings": settings,
+        "settings_origin": origin,
+        "settings_problems": setting_problems,
         "newest_memory": None if newest is None else newest.isoformat(),
         "unreadable_files": len(unreadable),
         # file names (relative to the workspace) only for connections that see the whole workspace

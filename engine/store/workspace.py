@@ -289,6 +289,29 @@ class Workspace:
         self._changed(note_id)
         return moved
 
+    def rewrite_note(self, note: Note, state: State | None = None) -> NoteRecord:
+        """Write a note's new frontmatter or body, in place or (``state``) into another state's folder.
+
+        The new file is written durably before the old one is removed: a crash in between leaves
+        two copies, never none (the one in ``notes/`` loads; the other is reported).
+        """
+        record = self.notes[note.id]
+        moved = NoteRecord(note, record.rel, record.state if state is None else state)
+        old_path, new_path = self.note_path(record), self.note_path(moved)
+        with durable("rewrite the note"):
+            fsio.write_atomic(new_path, notefile.format_note(note).encode())
+            if new_path != old_path:
+                old_path.unlink(missing_ok=True)
+                fsio.fsync_dir(old_path.parent)
+        self.notes[note.id] = moved
+        old_key = content_key(record.note.scope, record.note.body)
+        if self.note_by_content.get(old_key) == note.id:
+            del self.note_by_content[old_key]
+        if moved.state is State.LIVE:
+            self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
+        self._changed(note.id)
+        return moved
+
     def log_file(self, day: date, state: State) -> Path:
         return self.root / _LOG_ROOTS[state] / day_path(day)
 

@@ -58,7 +58,8 @@ RETIRE_MEMORY = (
     'Example: retire_memory(id="nte_01JD…", reason="the meeting was cancelled")'
 )
 RESTORE_MEMORY = (
-    "Put a retired memory back into recall exactly as it was (same id, content and history).\n"
+    "Put a retired memory back into recall exactly as it was (same id, content and history); an\n"
+    "archived note comes back from cold storage without its banner.\n"
     'Example: restore_memory(id="nte_01JD…")'
 )
 GET_CONTEXT = (

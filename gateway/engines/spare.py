@@ -22,6 +22,11 @@ from anyio.abc import Process
 from gateway.engines import procs
 
 
+def assignment_line(socket: Path, workspace_dir: Path, log: Path) -> bytes:
+    """What the spare reads on stdin to serve a workspace (``python -m engine --await-assignment``)."""
+    return (json.dumps({"socket": str(socket), "dir": str(workspace_dir), "log": str(log)}) + "\n").encode()
+
+
 class WarmSpare:
     def __init__(self, argv: tuple[str, ...], log: Path) -> None:
         self.argv = argv
@@ -55,9 +60,8 @@ class WarmSpare:
         if proc is None or proc.returncode is not None or proc.stdin is None:
             return None
         socket.unlink(missing_ok=True)
-        line = json.dumps({"socket": str(socket), "dir": str(workspace_dir), "log": str(log)}) + "\n"
         try:
-            await proc.stdin.send(line.encode())
+            await proc.stdin.send(assignment_line(socket, workspace_dir, log))
             await proc.stdin.aclose()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await procs.kill(proc)

@@ -106,6 +106,8 @@ def spare_argv(config: SupervisorConfig) -> tuple[str, ...]:
     argv = [*config.engine_command, "--await-assignment"]
     if config.embedder_socket is not None:
         argv += ["--embedder-socket", str(config.embedder_socket)]
+    if config.engine_settings_file is not None:
+        argv += ["--settings", str(config.engine_settings_file)]
     return tuple(argv)
 
 
@@ -125,7 +127,7 @@ class Supervisor:
         self._log = logs.get()
         self._spare = (
             WarmSpare(spare_argv(config), config.data_dir / "logs" / "spare.log")
-            if config.warm_spare and config.engine_settings_file is None
+            if config.warm_spare
             else None
         )
 

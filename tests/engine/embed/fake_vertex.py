@@ -8,6 +8,9 @@ It speaks the wire format google-genai 2.x uses for ``gemini-embedding-001`` on 
 ``{"instances": [{"content", "task_type"}], "parameters": {"outputDimensionality", "autoTruncate"}}``
 → ``{"predictions": [{"embeddings": {"values": [...], "statistics": {...}}}]}``.
 
+``POST /token`` is an OAuth token endpoint (what google-auth's refresh of an ``authorized_user``
+Application Default Credentials file calls, when the file's ``token_uri`` points here).
+
 Tests script its answers with :attr:`FakeVertex.plan` (``"429"``, ``"hang"``, ``"400-too-many"``,
 ``"403"``), one entry consumed per request; with an empty plan it answers normally.
 """
@@ -50,12 +53,18 @@ class FakeVertex:
     port: int = 0
     plan: list[str] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    tokens: list[dict[str, Any]] = field(default_factory=list)
     max_instances: int = 250
     release: threading.Event = field(default_factory=threading.Event)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    async def token(self, request: Request) -> JSONResponse:
+        form = await request.form()
+        self.tokens.append(dict(form))
+        return JSONResponse({"access_token": "fake-access-token", "expires_in": 3600, "token_type": "Bearer"})
 
     async def predict(self, request: Request) -> JSONResponse:
         body = await request.json()
@@ -98,7 +107,9 @@ class FakeVertex:
 @contextmanager
 def running_fake_vertex() -> Iterator[FakeVertex]:
     fake = FakeVertex()
-    app = Starlette(routes=[Route(PREDICT, fake.predict, methods=["POST"])])
+    app = Starlette(
+        routes=[Route(PREDICT, fake.predict, methods=["POST"]), Route("/token", fake.token, methods=["POST"])]
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # connections queue from here on, so no wait for startup is needed

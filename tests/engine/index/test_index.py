@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.embed.off import OffEmbedder
-from engine.index.indexer import CACHE_FILE, INDEX_DIR, INDEX_FILE
+from engine.index.indexer import CACHE_DIR, CACHE_FILE, INDEX_DIR, INDEX_FILE
 from engine.index.schema import SCHEMA_VERSION
 from engine.recall.status import memory_status
 from tests.engine.index.helpers import CALLER, EMBEDDER, GatedEmbedder, engine
@@ -127,9 +127,8 @@ def test_vectors_carry_model_and_dim_and_a_model_change_reembeds_from_the_cache(
         meta = dict(e.indexer.db.db.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"model_id": "off", "dim": "0"}
         assert not any(r[0] == "vector" for r in e.indexer.db.reader.dump())
-    for p in (tmp_path / INDEX_DIR).glob("index.sqlite*"):
-        p.unlink()  # the cache outlives the index
-    assert (tmp_path / INDEX_DIR / CACHE_FILE).exists()
+    shutil.rmtree(tmp_path / INDEX_DIR)  # what --reindex deletes: the cache lives outside it
+    assert (tmp_path / CACHE_DIR / CACHE_FILE).exists()
     gated = GatedEmbedder()
     gated.gate.set()
     with engine(tmp_path, gated) as e:

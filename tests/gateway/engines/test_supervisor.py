@@ -16,7 +16,7 @@ import pytest
 
 from gateway import layout
 from gateway.engines import policy
-from gateway.engines.supervisor import Supervisor, SupervisorConfig, engine_argv
+from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import EngineCapacity, EngineCrashLoop, EngineStartFailed, EngineStartTimeout
 from gateway.metrics import Metrics
 from tests.gateway.conftest import ENGINE
@@ -192,23 +192,6 @@ async def test_a_locked_workspace_is_a_start_failure(tmp_path: Path) -> None:
     finally:
         other.terminate()
         await other.wait()
-
-
-def test_engine_argv() -> None:
-    config = make_config(
-        Path("/d"), embedder_socket=Path("/r/embedder.sock"), engine_settings_file=Path("/s")
-    )
-    assert engine_argv(config, Path("/r/a.sock"), Path("/d/workspaces/a")) == (
-        *ENGINE,
-        "--socket",
-        "/r/a.sock",
-        "--dir",
-        "/d/workspaces/a",
-        "--embedder-socket",
-        "/r/embedder.sock",
-        "--settings",
-        "/s",
-    )
 
 
 async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
