@@ -64,10 +64,12 @@ class Served:
     url: str
 
 
-def serve(data_dir: Path, log: Path) -> Served:
+def serve(data_dir: Path, log: Path, settings: dict[str, str] | None = None) -> Served:
+    """``almanac serve`` on port 0; ``settings`` are extra ``ALMANAC_*`` variables (name: value)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALMANAC_")}
     env |= {"ALMANAC_LOG_LEVEL": "warning", "ALMANAC_MAX_ENGINES": "200"}
     env |= {"ALMANAC_RATE_LIMIT_BURST": "100000", "ALMANAC_RATE_LIMIT_PER_SECOND": "100000"}
+    env |= {f"ALMANAC_{k.upper()}": v for k, v in (settings or {}).items()}
     with log.open("ab") as err:
         proc = subprocess.Popen(
             [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
@@ -94,7 +96,7 @@ def _ok(client: httpx2.Client, url: str) -> bool:
         return False
 
 
-def wait_engine(sock: Path) -> None:
+def wait_engine(sock: Path, timeout: float = 30.0) -> None:
     """Until the engine on ``sock`` answers ``GET /healthz`` (the socket file exists a little earlier)."""
 
     def listening() -> bool:
@@ -105,7 +107,7 @@ def wait_engine(sock: Path) -> None:
                 return False
             return True
 
-    wait_until(listening, 30, f"engine {sock}")
+    wait_until(listening, timeout, f"engine {sock}")
     with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=10) as client:
         client.get("http://localhost/healthz").raise_for_status()
 
@@ -140,8 +142,15 @@ def engine_children(pid: int) -> dict[str, int]:
     embedder service, ``spare`` for a warm spare engine not yet handed a workspace."""
     found: dict[str, int] = {}
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        try:
+            listed = (task / "children").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for child in listed:
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+            except OSError:  # the child exited meanwhile
+                continue
             if "engine.embed" in argv:
                 found["embedder"] = int(child)
             elif "engine" in argv:

@@ -43,6 +43,7 @@ from engine.ageing.lifecycle import Lifecycle
 from engine.embed import Embedder, make_embedder
 from engine.errors import WorkspaceLocked
 from engine.index.indexer import INDEX_DIR, MAX_ITEM_BYTES, Indexer
+from engine.lifeline import watch_parent
 from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
@@ -52,6 +53,10 @@ from engine.tools import build_server
 
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+# How long an idle connection on the socket is kept open. Only the gateway connects, and it drops
+# its own idle connections much sooner (docs/wire.md), so the engine never closes a connection
+# the gateway is about to reuse ("Server disconnected without sending a response").
+KEEP_ALIVE_SECONDS = 300
 VERSION = "0.1.0"
 #: After SIGTERM: how long requests in flight may take to finish before they are cancelled.
 GRACE_S = 4
@@ -93,6 +98,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=MAX_ITEM_BYTES,
         metavar="N",
         help=f"a memory larger than this is kept in the store but not indexed (default {MAX_ITEM_BYTES:,})",
+    )
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop cleanly when the process that started this one exits (the gateway passes it)",
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
@@ -194,6 +204,7 @@ def serve_socket(mcp: MCPServer, path: str) -> None:
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         access_log=False,
     )
     server = _Server(config)
@@ -235,7 +246,10 @@ def recall_settings(settings: EngineSettings) -> RecallSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parent = os.getppid()
     args = parse_args(argv)
+    if args.exit_with_parent:
+        watch_parent(parent)
     if args.await_assignment and not await_assignment(args):
         return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -46,6 +50,28 @@ def banner(base: str, data_dir: str) -> str:
     )
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT once its graceful shutdown is done, so the process would
+    die of the signal (status -15). Here a signal asks for the same graceful shutdown (the
+    lifespan stops every engine) and ``almanac serve`` then exits 0; a second signal forces it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    def _stop(self) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
 def run(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
     app = create_app(settings)
@@ -62,4 +88,4 @@ def run(settings: Settings) -> None:
         lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE),
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    _Server(config).run(sockets=[sock])

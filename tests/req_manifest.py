@@ -107,11 +107,11 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "quality:honest-miss": None,
     "quality:layouts": Deferred(11),
     # §14 reliability and security
-    "rel:kill": Deferred(7),
-    "rel:concurrency": Deferred(7),
+    "rel:kill": None,
+    "rel:concurrency": None,
     "rel:fuzz": None,
-    "rel:load": Deferred(7),
-    "sec:authz": Deferred(7),
+    "rel:load": None,
+    "sec:authz": None,
     # §15 host integration
     "host:turn-loop": None,
 }

@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -44,6 +45,11 @@ from gateway.errors import (
 from gateway.metrics import Metrics
 
 EXIT_LOCKED = 3
+# Idle connections to an engine are dropped after this long. The engine keeps them for much longer
+# (docs/wire.md), so the gateway always gives up an idle connection first: when the two expiries
+# were equal (5 s each), a busy host let the engine close a connection just as the gateway reused
+# it, and the call failed with "Server disconnected without sending a response" (a 503).
+ENGINE_KEEPALIVE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,14 @@ class Lease:
 
 
 def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> tuple[str, ...]:
-    argv = [*config.engine_command, "--socket", str(socket), "--dir", str(workspace_dir)]
+    argv = [
+        *config.engine_command,
+        "--socket",
+        str(socket),
+        "--dir",
+        str(workspace_dir),
+        "--exit-with-parent",
+    ]
     if config.embedder_socket is not None:
         argv += ["--embedder-socket", str(config.embedder_socket)]
     if config.engine_settings_file is not None:
@@ -103,7 +116,7 @@ def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> 
 
 
 def spare_argv(config: SupervisorConfig) -> tuple[str, ...]:
-    argv = [*config.engine_command, "--await-assignment"]
+    argv = [*config.engine_command, "--await-assignment", "--exit-with-parent"]
     if config.embedder_socket is not None:
         argv += ["--embedder-socket", str(config.embedder_socket)]
     if config.engine_settings_file is not None:
@@ -278,7 +291,9 @@ class Supervisor:
             await procs.kill(proc)
             raise
         limits = httpx.Limits(
-            max_connections=self.config.max_connections, max_keepalive_connections=self.config.max_connections
+            max_connections=self.config.max_connections,
+            max_keepalive_connections=self.config.max_connections,
+            keepalive_expiry=ENGINE_KEEPALIVE_SECONDS,
         )
         slot.client = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(uds=str(socket), limits=limits),
@@ -396,8 +411,10 @@ class Supervisor:
         return victims
 
     async def stop_all(self, *, reason: str) -> None:
-        for slot in list(self._slots.values()):
-            await self._stop_slot(slot, reason=reason, force=True)
+        """Stop every engine at once (each gets its own grace period, not one after another)."""
+        async with anyio.create_task_group() as tg:
+            for slot in list(self._slots.values()):
+                tg.start_soon(partial(self._stop_slot, slot, reason=reason, force=True))
 
     async def _reaper(self) -> None:
         interval = min(15.0, max(0.02, self.config.idle_timeout / 5))

@@ -124,7 +124,7 @@ class Gateway:
         engines = list(self.engines().values())
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:  # pragma: no cover - a hang is a bug; do not leak it
             self.proc.kill()
             self.proc.wait()
@@ -134,6 +134,7 @@ class Gateway:
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
         wait_for(lambda: not any(alive(pid) for pid in engines), what="engines to stop with the gateway")
+        assert code == 0, f"almanac serve exited {code} on SIGTERM"
 
 
 def clean_env(settings: dict[str, str]) -> dict[str, str]:
@@ -184,8 +185,11 @@ def _up(url: str) -> bool:
 
 
 @asynccontextmanager
-async def connect(gateway: Gateway, token: str, *, mode: str = "auto") -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+async def connect(
+    gateway: Gateway, token: str, *, mode: str = "auto", headers: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """The real MCP client with a bearer token (and any extra ``headers``, e.g. forged ones)."""
+    http = httpx2.AsyncClient(headers={**(headers or {}), "Authorization": f"Bearer {token}"}, timeout=30)
     async with http, Client(streamable_http_client(gateway.mcp_url, http_client=http), mode=mode) as client:
         yield client
 

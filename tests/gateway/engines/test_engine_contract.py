@@ -38,9 +38,9 @@ def test_the_engine_parses_the_supervisors_engine_and_spare_argument_lists(tmp_p
     assert args.socket == str(tmp_path / "a.sock")
     assert args.dir == str(tmp_path / "ws" / "a")
     assert args.embedder_socket == str(tmp_path / "embedder.sock")
-    assert args.settings == settings
+    assert args.settings == settings and args.exit_with_parent
     spare = parse_args(_engine_args(spare_argv(config)))
-    assert spare.await_assignment and spare.settings == settings
+    assert spare.await_assignment and spare.settings == settings and spare.exit_with_parent
     assert spare.embedder_socket == str(tmp_path / "embedder.sock")
     bare = make_config(tmp_path)  # no embedder, no settings file: the lists still parse
     assert parse_args(_engine_args(engine_argv(bare, tmp_path / "b.sock", tmp_path / "b"))).settings is None

@@ -16,7 +16,7 @@ import pytest
 
 from gateway import layout
 from gateway.engines import policy
-from gateway.engines.supervisor import Supervisor, SupervisorConfig
+from gateway.engines.supervisor import ENGINE_KEEPALIVE_SECONDS, Supervisor, SupervisorConfig
 from gateway.errors import EngineCapacity, EngineCrashLoop, EngineStartFailed, EngineStartTimeout
 from gateway.metrics import Metrics
 from tests.gateway.conftest import ENGINE
@@ -192,6 +192,22 @@ async def test_a_locked_workspace_is_a_start_failure(tmp_path: Path) -> None:
     finally:
         other.terminate()
         await other.wait()
+
+
+@pytest.mark.req("gw:503")
+async def test_the_gateway_gives_up_idle_engine_connections_before_the_engine_does(tmp_path: Path) -> None:
+    """Both sides' real settings: the engine must never close an idle connection the gateway may
+    still reuse (that was the cold-start burst's "Server disconnected without sending a response")."""
+    from engine.server import KEEP_ALIVE_SECONDS
+
+    assert ENGINE_KEEPALIVE_SECONDS * 2 <= KEEP_ALIVE_SECONDS
+    async with supervising(make_config(tmp_path)) as sup:
+        with anyio.fail_after(60):
+            async with sup.lease("ws_a") as lease:
+                assert (await lease.client.get("/healthz")).status_code == 200
+                pool = lease.client._transport._pool  # type: ignore[attr-defined]
+                (connection,) = pool.connections
+                assert connection._keepalive_expiry == ENGINE_KEEPALIVE_SECONDS
 
 
 async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:

@@ -1,0 +1,39 @@
+"""``almanac serve`` as a process: a SIGTERM (or Ctrl-C) stops every engine and exits 0."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.e2e import alive, connect, data, start_gateway, wait_for
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@pytest.mark.req("run:cli", "engine:idle")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_stops_the_engines_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    gw = start_gateway(tmp_path / "data", tmp_path / "gateway.log", engine_start_timeout="60")
+    try:
+        gw.owner("stop@example.com")
+        gw.owner("halt@example.com")
+        tokens = [gw.token("stop@example.com", "a"), gw.token("halt@example.com", "b")]
+        for token in tokens:
+            async with connect(gw, token) as c:
+                data(await c.call_tool("remember", {"statement": "written before the stop"}))
+        engines = list(gw.engines().values())
+        assert len(engines) == 2
+        gw.proc.send_signal(sig)
+        assert gw.proc.wait(timeout=60) == 0
+        wait_for(lambda: not any(alive(pid) for pid in engines), what="the engines to stop")
+    finally:
+        if gw.proc.poll() is None:  # pragma: no cover - only when the test fails
+            gw.proc.kill()
+            gw.proc.wait()
+        gw.reader.join(timeout=10)
+        if gw.proc.stdout is not None:
+            gw.proc.stdout.close()
+    events = (tmp_path / "gateway.log").read_text()
+    assert events.count('"event": "engine.stop"') == 2 and '"reason": "shutdown"' in events
