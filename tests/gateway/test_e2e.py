@@ -102,7 +102,7 @@ async def test_two_owners_workspaces_are_isolated(gateway: Gateway) -> None:
         assert files_containing(other_dir, "ada-secret") == []
 
 
-@pytest.mark.req("gw:isolation", "gw:pat")
+@pytest.mark.req("gw:isolation", "gw:pat", "engine:surface")
 async def test_read_only_and_scope_pinned_tokens_are_enforced(gateway: Gateway) -> None:
     gateway.owner("cyd@example.com")
     full = gateway.token("cyd@example.com", "full")
@@ -114,6 +114,8 @@ async def test_read_only_and_scope_pinned_tokens_are_enforced(gateway: Gateway) 
         data(await c.call_tool("remember", _fact("Other", "elsewhere", scope="project:other")))
 
     async with connect(gateway, reader) as r:
+        listed = {tool.name for tool in (await r.list_tools()).tools}
+        assert listed == {"retrieve_memory", "get_context", "memory_status"}  # only what it may call
         for tool, args in (
             ("remember", {"statement": "read-only write"}),
             ("save_memory", {"subject": "a", "predicate": "b", "object": "c"}),
@@ -125,6 +127,8 @@ async def test_read_only_and_scope_pinned_tokens_are_enforced(gateway: Gateway) 
     assert files_containing(cyd_dir, "read-only") == []
 
     async with connect(gateway, pinned) as p:
+        for shown in (await p.list_tools()).tools:
+            assert "pinned to scope 'project:fjord'" in (shown.description or ""), shown.name
         receipt = data(await p.call_tool("remember", _fact("Fjord db", "postgres")))
         assert receipt["scope"] == "project:fjord" and receipt["source"] == "fjord agent"
         refusal(await p.call_tool("remember", _fact("Fjord db", "mysql", scope="project:other")))
