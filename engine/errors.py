@@ -11,6 +11,7 @@
     ├── Forbidden                    code="forbidden"         the connection may not do this
     │   └── ReadOnly                 code="read_only"
     ├── WorkspaceLocked              code="workspace_locked"  another engine serves the directory
+    ├── NotAWorkspace                code="not_a_workspace"   an offline command was given another path
     └── StoreUnavailable             code="store_unavailable" the write could not be made durable
 
 Every message says what went wrong and what to do about it. The MCP layer turns an
@@ -58,6 +59,10 @@ class ReadOnly(Forbidden):
 
 class WorkspaceLocked(EngineError):
     code = "workspace_locked"
+
+
+class NotAWorkspace(EngineError):
+    code = "not_a_workspace"
 
 
 class StoreUnavailable(EngineError):

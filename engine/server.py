@@ -3,9 +3,14 @@
     python -m engine --stdio --dir PATH          one local user, MCP over stdin/stdout
     python -m engine --socket SOCK --dir PATH    streamable HTTP on a Unix socket, for the gateway
     python -m engine --reindex --dir PATH        delete and rebuild the workspace's index, then exit
+    python -m engine --doctor --dir PATH         check the workspace's index against its store
 
-Exit status: 0 after a clean stop (SIGTERM/SIGINT finish writes in flight), 2 for bad
-arguments, 3 when another engine already serves the directory (see docs/wire.md).
+``--reindex`` and ``--doctor`` refuse a path that is not a workspace unless ``--create``; ``~`` is
+expanded in every path (a JSON client config has no shell to do it).
+
+Exit status: 0 after a clean stop (SIGTERM/SIGINT finish writes in flight), 1 when the doctor
+finds problems, 2 for bad arguments (or a path that is not a workspace), 3 when another engine
+already serves the directory (see docs/wire.md).
 
 The socket is bound and answering before the index has caught up with the store (that runs in
 the background; ``memory_status`` shows how far it is). A stop is bounded: requests get
@@ -21,7 +26,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -38,11 +42,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine import maintenance
 from engine import settings as engine_settings
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed import Embedder, make_embedder
-from engine.errors import WorkspaceLocked
-from engine.index.indexer import INDEX_DIR, MAX_ITEM_BYTES, Indexer
+from engine.errors import NotAWorkspace, WorkspaceLocked
+from engine.index.indexer import MAX_ITEM_BYTES, Indexer
 from engine.lifeline import watch_parent
 from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
@@ -74,12 +79,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     mode.add_argument("--stdio", action="store_true", help="speak MCP on stdin/stdout (one local user)")
     mode.add_argument("--socket", metavar="PATH", help="serve MCP streamable HTTP on this Unix socket")
     mode.add_argument("--reindex", action="store_true", help="rebuild the index from the store and exit")
+    mode.add_argument("--doctor", action="store_true", help="check the index against the store and exit")
     mode.add_argument(
         "--await-assignment",
         action="store_true",
         help="start warm, then read one JSON line on stdin: {socket, dir, log} (the gateway's warm spare)",
     )
     parser.add_argument("--dir", metavar="PATH", help="the workspace directory")
+    parser.add_argument(
+        "--create", action="store_true", help="with --reindex: accept a path that is not a workspace yet"
+    )
     parser.add_argument("--embedder-socket", metavar="PATH", help="the host embedder service's socket")
     parser.add_argument(
         "--embedding-provider",
@@ -110,6 +119,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--dir is required")
     if args.index_max_bytes < 1:
         parser.error("--index-max-bytes must be a positive number of bytes")
+    for name in ("dir", "socket", "embedder_socket"):
+        if getattr(args, name):
+            setattr(args, name, os.path.expanduser(getattr(args, name)))
     return args
 
 
@@ -253,7 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.await_assignment and not await_assignment(args):
         return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    workspace = Workspace(Path(args.dir).resolve())
+    root = Path(args.dir).resolve()
+    if args.reindex or args.doctor:
+        try:
+            maintenance.check_workspace(root, create=args.create)
+        except NotAWorkspace as exc:
+            print(f"almanac engine: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+    workspace = Workspace(root)
     try:
         workspace.open()
     except WorkspaceLocked as exc:
@@ -267,14 +286,15 @@ def main(argv: list[str] | None = None) -> int:
     embedder = embedder_for(settings, args.embedder_socket)
     settled = True
     try:
+        if args.doctor:
+            found = maintenance.diagnose(workspace, embedder.model_id, max_item_bytes=args.index_max_bytes)
+            return maintenance.report(found, root)
         if args.reindex:
-            shutil.rmtree(workspace.root / INDEX_DIR, ignore_errors=True)
+            maintenance.reindex(workspace, embedder, max_item_bytes=args.index_max_bytes)
+            return 0
         indexer = Indexer(workspace, embedder, max_item_bytes=args.index_max_bytes)
-        indexer.start(catch_up_in_background=not args.reindex)
+        indexer.start(catch_up_in_background=True)
         try:
-            if args.reindex:
-                indexer.wait_idle(float("inf"))
-                return 0
             ageing = Lifecycle(workspace, settings, utc_now)
             ageing.start()
             try:

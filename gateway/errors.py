@@ -6,6 +6,8 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
 
     GatewayError                      500 internal_error
     ├── ConfigError                   500 config_invalid       (bad setting; the CLI exits 2)
+    │   ├── DataDirError              500 data_dir_unusable    (cannot write it; control DB missing/corrupt)
+    │   └── PortInUse                 500 port_unavailable     (cannot listen on the host and port)
     ├── BadRequest                    400 bad_request
     │   ├── InvalidScope              400 invalid_scope
     │   ├── InvalidEmail              400 invalid_email
@@ -59,6 +61,14 @@ class GatewayError(Exception):
 
 class ConfigError(GatewayError):
     code = "config_invalid"
+
+
+class DataDirError(ConfigError):
+    code = "data_dir_unusable"
+
+
+class PortInUse(ConfigError):
+    code = "port_unavailable"
 
 
 class BadRequest(GatewayError):

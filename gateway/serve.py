@@ -1,18 +1,29 @@
-"""``almanac serve``: bind, print the MCP URL and how to get a token, run uvicorn until stopped."""
+"""``almanac serve``: bind, print the MCP URL and how to connect a client, run uvicorn until stopped.
+
+Everything that can stop a start (a busy port, a data directory that cannot be written, a control
+database that is missing its folder or is not one) is checked before anything else starts and
+raised as one :class:`~gateway.errors.ConfigError` line; the CLI prints it and exits non-zero."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import shlex
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
 
 import uvicorn
 
-from gateway import logs
+from gateway import layout, logs
 from gateway.app import create_app
+from gateway.errors import DataDirError, PortInUse
 from gateway.settings import Settings
 
 SHUTDOWN_GRACE = 5.0
@@ -25,9 +36,39 @@ def bind(host: str, port: int) -> socket.socket:
     # response written in two parts (headers, then body) waits ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"port {port} on {host} is already in use; stop the program using it, or choose "
+                "another port with --port (make run PORT=…, or ALMANAC_PORT)"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise PortInUse(f"not allowed to listen on port {port}; use a port above 1023") from None
+        raise PortInUse(f"cannot listen on {host}:{port}: {exc.strerror}; check --host") from None
     sock.listen(2048)
     return sock
+
+
+def check_data_dir(data_dir: Path) -> None:
+    """Create the data directory if needed and prove a file can be written in it; refuse one that
+    holds workspaces but lost its control database (starting would orphan them silently)."""
+    if (data_dir / "workspaces").is_dir() and not layout.control_db(data_dir).exists():
+        raise DataDirError(
+            f"{data_dir} holds workspaces but no {layout.control_db(data_dir).name}; restore it from a "
+            "backup (or move workspaces/ aside to start empty)"
+        )
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        raise DataDirError(
+            f"cannot write to the data directory {data_dir} ({exc.strerror}); fix its permissions or "
+            "choose another with --data-dir (make run DATA_DIR=…, or ALMANAC_DATA_DIR)"
+        ) from None
 
 
 def url_of(host: str, port: int, public_url: str | None) -> str:
@@ -39,14 +80,31 @@ def url_of(host: str, port: int, public_url: str | None) -> str:
     return f"http://{shown}:{port}"
 
 
-def banner(base: str, data_dir: str) -> str:
+def almanac_command() -> str:
+    """How the user can run this CLI: ``almanac`` when that is on PATH, else its full path."""
+    here = Path(sys.executable).parent / "almanac"
+    found = shutil.which("almanac")
+    if found and here.exists() and Path(found).resolve() == here.resolve():
+        return "almanac"
+    if here.exists():
+        try:
+            return str(here.relative_to(Path.cwd()))
+        except ValueError:
+            return str(here)
+    return "almanac"
+
+
+def banner(base: str, data_dir: str, command: str = "almanac") -> str:
+    d = shlex.quote(data_dir)
     return (
-        f"Almanac is serving MCP at {base}/mcp\n"
+        f"Almanac {version('almanac')} is serving MCP at {base}/mcp\n"
         f"Data: {data_dir}\n"
-        "To connect a client, create an owner and a token (the token is printed once):\n"
-        f"  almanac owner create you@example.com --data-dir {data_dir}\n"
-        f"  almanac token create --owner you@example.com --name 'my laptop' --data-dir {data_dir}\n"
-        f"then point the client at {base}/mcp with the header 'Authorization: Bearer <token>'.\n"
+        "To connect a client, create an owner and a token once (the token is printed once):\n"
+        f"  {command} owner create you@example.com --data-dir {d}\n"
+        f"  {command} token create --owner you@example.com --name 'Claude Code' --data-dir {d}\n"
+        "then give the client the URL and the token, e.g. for Claude Code:\n"
+        f'  claude mcp add --transport http almanac {base}/mcp --header "Authorization: Bearer <token>"\n'
+        "Stop with Ctrl-C.\n"
     )
 
 
@@ -74,11 +132,16 @@ class _Server(uvicorn.Server):
 
 def run(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    check_data_dir(settings.data_dir)
     sock = bind(settings.host, settings.port)
+    try:
+        app = create_app(settings)
+    except BaseException:
+        sock.close()
+        raise
     port = sock.getsockname()[1]
     sys.stdout.write(
-        banner(url_of(settings.host, port, settings.public_url), str(settings.data_dir.resolve()))
+        banner(url_of(settings.host, port, settings.public_url), str(settings.data_dir), almanac_command())
     )
     sys.stdout.flush()
     config = uvicorn.Config(

@@ -21,12 +21,24 @@ from gateway.errors import ConfigError
 ENV_PREFIX = "ALMANAC_"
 CONFIG_ENV = "ALMANAC_CONFIG"
 DEFAULT_CONFIG_NAME = "almanac.toml"
+DATA_DIR_NAME = "almanac"
+
+
+def default_data_dir(env: Mapping[str, str]) -> Path:
+    """The per-user data directory: ``$XDG_DATA_HOME/almanac``, else ``~/.local/share/almanac``.
+
+    Never the current directory: every command finds the same data wherever it is run from."""
+    xdg = env.get("XDG_DATA_HOME", "").strip()
+    if xdg and Path(xdg).expanduser().is_absolute():  # the XDG spec says: ignore a relative value
+        return Path(xdg).expanduser() / DATA_DIR_NAME
+    home = env.get("HOME", "").strip()
+    return (Path(home) if home else Path.home()) / ".local" / "share" / DATA_DIR_NAME
 
 
 @dataclass(frozen=True)
 class Settings:
     # where things live
-    data_dir: Path = Path("data")
+    data_dir: Path = field(default_factory=lambda: default_data_dir({}))
     runtime_dir: Path | None = None
     # the HTTP server
     host: str = "127.0.0.1"
@@ -68,7 +80,7 @@ class Settings:
     oidc_name: str = "single sign-on"
     # logs
     log_level: str = field(default="info", metadata={"choices": ("debug", "info", "warning", "error")})
-    log_format: str = field(default="json", metadata={"choices": ("json", "text")})
+    log_format: str = field(default="auto", metadata={"choices": ("auto", "json", "text")})
 
     def __post_init__(self) -> None:
         if self.public_url is not None and not self.public_url.startswith(("http://", "https://")):
@@ -123,7 +135,7 @@ def _coerce(name: str, raw: object) -> object:
                 raise ValueError(f"expected a number, got {raw!r}")
             return float(str(raw).strip()) if isinstance(raw, str) else float(raw)  # type: ignore[arg-type]
         if hint is Path:
-            return Path(str(raw)).expanduser()
+            return Path(str(raw)).expanduser()  # `~` from a file or a JSON client config (no shell)
         if get_origin(hint) is tuple:
             if isinstance(raw, str):
                 return tuple(part.strip() for part in raw.split(",") if part.strip())
@@ -190,7 +202,8 @@ def load_settings(
             merged[name] = _coerce(name, raw)
     for name, value in (overrides or {}).items():
         if value is not None:
-            merged[name] = _coerce(name, value) if isinstance(value, str) else value
+            merged[name] = _coerce(name, value) if isinstance(value, str | Path) else value
+    merged.setdefault("data_dir", default_data_dir(env or {}))
     for name, value in merged.items():
         _check(name, value)
     return Settings(**merged)  # type: ignore[arg-type]

@@ -91,7 +91,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "gw:migrations": None,
     # §12 running it
     "run:two-commands": None,
-    "run:docker": Deferred(8),
+    "run:docker": None,
     "run:cli": None,
     "run:config": None,
     "run:scale-out": Deferred(15),

@@ -16,7 +16,10 @@ import apsw
 
 from gateway.errors import ConfigError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# A wheel carries the top-level ``migrations/`` as ``gateway/control/migrations`` (setup.py copies it
+# in at build time); a source checkout (and an editable install) reads the top-level folder itself.
+_PACKAGED = Path(__file__).resolve().parent / "migrations"
+MIGRATIONS_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 _BOOTSTRAP = """

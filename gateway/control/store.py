@@ -16,7 +16,7 @@ from gateway.auth import tokens
 from gateway.control.accounts import AccountQueries
 from gateway.control.clock import utcnow
 from gateway.control.migrate import load_migrations, migrate
-from gateway.errors import AlreadyExists, OwnerNotFound, TokenNotFound, WorkspaceNotFound
+from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
 
@@ -108,15 +108,49 @@ class ControlPlane(AccountQueries):
         self._conn = conn
 
     @classmethod
-    def open(cls, path: Path) -> ControlPlane:
-        """Open (creating and migrating as needed) the database at ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = apsw.Connection(str(path))
-        conn.set_busy_timeout(5000)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        migrate(conn, load_migrations())
+    def open(cls, path: Path, *, create: bool = True) -> ControlPlane:
+        """Open (migrating as needed) the database at ``path``; create it only when ``create``.
+
+        Raises :class:`DataDirError` (one line that says what to do) when the file is missing and
+        may not be created, cannot be written, or is not an Almanac control database."""
+        if not create and not path.is_file():
+            raise DataDirError(
+                f"no Almanac data in {path.parent} (it has no {path.name}); start the service once "
+                f"with `almanac serve --data-dir {path.parent}`, or point --data-dir / ALMANAC_DATA_DIR "
+                "at the right folder"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataDirError(f"cannot create the data directory {path.parent}: {exc.strerror}") from None
+        try:
+            conn = apsw.Connection(str(path))
+        except apsw.CantOpenError:
+            raise DataDirError(
+                f"cannot open {path}: the data directory {path.parent} is not writable by this user; "
+                "fix its permissions or choose another with --data-dir"
+            ) from None
+        try:
+            conn.set_busy_timeout(5000)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn, load_migrations())
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            conn.close()
+            raise DataDirError(
+                f"{path} is not a usable Almanac control database ({exc}); restore it from a backup, "
+                "or move it aside to start with an empty one"
+            ) from None
+        except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError) as exc:
+            conn.close()
+            raise DataDirError(
+                f"cannot write {path} ({exc}); fix the permissions of {path.parent} "
+                "or choose another data directory with --data-dir"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
         return cls(conn)
 
     def close(self) -> None:

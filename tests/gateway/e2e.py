@@ -170,7 +170,7 @@ def start_gateway(data_dir: Path, log: Path, **settings: str) -> Gateway:
             banner.append(lines.get(timeout=5))
         except queue.Empty:
             break
-        if banner[-1].startswith("then point"):
+        if banner[-1].startswith("Stop with"):
             break
     gateway = Gateway(proc, data_dir, url, reader, banner)
     wait_for(lambda: _up(url), what="the gateway to answer /healthz")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -45,9 +46,12 @@ def _fact(subject: str, obj: str, **extra: object) -> dict[str, object]:
 def test_serve_prints_the_mcp_url_and_how_to_get_a_token(gateway: Gateway) -> None:
     port = int(gateway.url.rsplit(":", 1)[1])
     assert port > 0
-    assert gateway.banner[0].strip() == f"Almanac is serving MCP at http://127.0.0.1:{port}/mcp"
+    assert re.fullmatch(
+        rf"Almanac \S+ is serving MCP at http://127\.0\.0\.1:{port}/mcp", gateway.banner[0].strip()
+    )
     text = "".join(gateway.banner)
     assert "almanac owner create" in text and "almanac token create" in text
+    assert f"claude mcp add --transport http almanac {gateway.url}/mcp --header" in text
 
 
 @pytest.mark.req("gw:isolation", "gw:route")

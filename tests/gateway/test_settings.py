@@ -8,21 +8,38 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.settings import Settings, config_file_path, from_env, load_settings, parse_toml, setting_names
+from gateway.settings import (
+    Settings,
+    config_file_path,
+    default_data_dir,
+    from_env,
+    load_settings,
+    parse_toml,
+    setting_names,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @pytest.mark.req("run:config")
 def test_defaults() -> None:
-    s = load_settings()
-    assert s == Settings()
-    assert (s.host, s.port, s.data_dir, s.engine_idle_timeout, s.embedder) == (
+    s = load_settings(env={"HOME": "/home/ada"})
+    assert s == Settings(data_dir=Path("/home/ada/.local/share/almanac"))
+    assert (s.host, s.port, s.engine_idle_timeout, s.embedder, s.log_format) == (
         "127.0.0.1",
         8080,
-        Path("data"),
         600.0,
         True,
+        "auto",
+    )
+
+
+@pytest.mark.req("run:config")
+def test_the_default_data_dir_is_per_user() -> None:
+    assert default_data_dir({"HOME": "/home/ada"}) == Path("/home/ada/.local/share/almanac")
+    assert default_data_dir({"HOME": "/home/ada", "XDG_DATA_HOME": "/xdg"}) == Path("/xdg/almanac")
+    assert default_data_dir({"HOME": "/home/ada", "XDG_DATA_HOME": "rel"}) == Path(
+        "/home/ada/.local/share/almanac"
     )
 
 

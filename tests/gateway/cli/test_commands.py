@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 import click
@@ -101,9 +102,9 @@ def test_list_and_revoke(data_dir: Path) -> None:
 @pytest.mark.req("run:cli")
 def test_errors_are_one_line_and_non_zero(data_dir: Path, tmp_path: Path) -> None:
     d = str(data_dir)
+    _run("owner", "create", "ada@example.com", "--data-dir", d, stdin="")
     code, out, err = _run("token", "create", "--owner", "nobody@example.com", "--name", "x", "--data-dir", d)
     assert code == 1 and out == "" and err.startswith("error: no owner")
-    _run("owner", "create", "ada@example.com", "--data-dir", d, stdin="")
     code, _, err = _run(
         "token", "create", "--owner", "ada@example.com", "--name", "x", "--scope", "Bad..", "--data-dir", d
     )
@@ -116,3 +117,31 @@ def test_errors_are_one_line_and_non_zero(data_dir: Path, tmp_path: Path) -> Non
     bad.write_text("max_engines = 0\n", encoding="utf-8")
     code, _, err = _run("token", "list", "--owner", "ada@example.com", "--config", str(bad), "--data-dir", d)
     assert code == 2 and "max_engines" in err
+
+
+@pytest.mark.req("run:cli")
+def test_version() -> None:
+    code, out, _ = _run("--version")
+    assert code == 0 and out == f"almanac {version('almanac')}\n"
+
+
+@pytest.mark.req("run:cli")
+def test_workspace_usage_counts_what_is_on_disk(data_dir: Path) -> None:
+    d = str(data_dir)
+    _run("owner", "create", "ada@example.com", "--data-dir", d, stdin="")
+    code, out, _ = _run("workspace", "list", "--owner", "ada@example.com", "--data-dir", d)
+    folder = Path(out.split("\t")[3].strip())
+    assert folder.parent == data_dir.absolute() / "workspaces"
+    (folder / "notes" / "2026" / "01" / "02").mkdir(parents=True)
+    (folder / "notes" / "2026" / "01" / "02" / "a.md").write_text("x" * 10, encoding="utf-8")
+    (folder / "facts").mkdir()
+    (folder / "facts" / "2026-01.md").write_text("y" * 5, encoding="utf-8")
+    (folder / ".index").mkdir()
+    (folder / ".index" / "index.sqlite").write_bytes(b"z" * 7)
+    code, out, err = _run("workspace", "usage", "--owner", "ada@example.com", "--data-dir", d)
+    assert code == 0, err
+    rows = dict(line.split("\t") for line in out.splitlines())
+    assert (rows["notes"], rows["ledger segments"], rows["day logs"]) == ("1", "1", "0")
+    assert (rows["store bytes"], rows["index bytes"]) == ("15", "7")
+    code, _, err = _run("workspace", "usage", "nope", "--owner", "ada@example.com", "--data-dir", d)
+    assert code == 1 and "nope" in err

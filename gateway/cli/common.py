@@ -1,0 +1,100 @@
+"""What every ``almanac`` command shares: path options, the one settings read, one-line errors.
+
+This package and :mod:`gateway.serve` are the composition root: the only places that read
+``os.environ`` and the config file, once, into a :class:`~gateway.settings.Settings`.
+Output contract: ``token create`` prints only the token on stdout; everything else a human reads
+goes to stderr, except listings (stdout, one row per line, tab-separated).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gateway import layout
+from gateway.control.store import ControlPlane
+from gateway.errors import ConfigError, GatewayError
+from gateway.settings import Settings, config_file_path, default_data_dir, load_settings, parse_toml
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UserPath(click.Path):
+    """A path argument with ``~`` expanded (a JSON client config or ``--opt=~/x`` has no shell to do it)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            value = os.path.expanduser(value)
+        return super().convert(value, param, ctx)
+
+
+data_dir_option = click.option(
+    "--data-dir",
+    type=UserPath(file_okay=False, path_type=Path),
+    default=None,
+    help="Where Almanac keeps its data. Default: $ALMANAC_DATA_DIR, else data_dir in the config file, "
+    "else $XDG_DATA_HOME/almanac (~/.local/share/almanac).",
+)
+config_option = click.option(
+    "--config",
+    "config_file",
+    type=UserPath(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A TOML config file (default $ALMANAC_CONFIG, else <data-dir>/almanac.toml if present).",
+)
+
+
+def make_settings(config_file: Path | None, **overrides: object) -> Settings:
+    """Read the config file and the environment once, apply CLI overrides, validate.
+
+    The data directory is, first found: ``--data-dir``, ``$ALMANAC_DATA_DIR``, ``data_dir`` in the
+    config file, the per-user default — the same for every command, wherever it is run from."""
+    env = dict(os.environ)
+    early = overrides.get("data_dir") or env.get("ALMANAC_DATA_DIR")
+    guess = Path(str(early)).expanduser() if early else default_data_dir(env)
+    path = config_file_path(config_file, env, guess)
+    file_values: dict[str, object] = {}
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        file_values = parse_toml(text, source=str(path))
+    settings = load_settings(file_values=file_values, env=env, overrides=overrides)
+    return replace(settings, data_dir=settings.data_dir.absolute())
+
+
+def reports_errors(fn: F) -> F:
+    """Turn gateway errors into one line on stderr and a non-zero exit (2 for configuration)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except GatewayError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            sys.exit(2 if isinstance(exc, ConfigError) else 1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def control_plane(
+    config_file: Path | None, data_dir: Path | None, *, create: bool = False
+) -> Iterator[ControlPlane]:
+    """The control plane of the resolved data directory. An admin command never creates one by
+    accident (a typo in --data-dir would otherwise start an empty, silent second instance)."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    store = ControlPlane.open(layout.control_db(settings.data_dir), create=create)
+    try:
+        yield store
+    finally:
+        store.close()

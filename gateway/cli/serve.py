@@ -1,0 +1,23 @@
+"""``almanac serve``: the gateway in the foreground until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gateway.cli.common import config_option, data_dir_option, make_settings, reports_errors
+from gateway.serve import run
+
+
+@click.command()
+@click.option("--host", default=None, help="Interface to listen on (default 127.0.0.1; 0.0.0.0 for all).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default 8080; 0 picks a free one).")
+@data_dir_option
+@config_option
+@reports_errors
+def serve(host: str | None, port: int | None, data_dir: Path | None, config_file: Path | None) -> None:
+    """Start the gateway: MCP at /mcp, engines started on demand. Prints the URL.
+
+    Creates the data directory and its control database on first start."""
+    run(make_settings(config_file, host=host, port=port, data_dir=data_dir))
