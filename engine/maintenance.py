@@ -69,7 +69,7 @@ def reindex(
     indexer = Indexer(ws, embedder, scan_interval_s=None, max_item_bytes=max_item_bytes)
     try:
         indexer.start(catch_up_in_background=False)
-        counts = indexer.db.counts()
+        counts = indexer.db.reader.counts()
         say(f"indexed {counts['chunks']} chunks and {counts['facts']} facts for keyword search")
         total = counts["chunks_pending"] + counts["facts_pending"]
         if total:

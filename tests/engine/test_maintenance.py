@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.memory import Caller, Memory
+from engine.memory import Memory
+from engine.scope import Caller
 from engine.store.workspace import Workspace
 from tests.engine.support import engine_command, socket_engine
 
