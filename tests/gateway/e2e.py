@@ -96,7 +96,7 @@ class Gateway:
     def workspace_dir(self, email: str, workspace: str = "default") -> Path:
         out = self.cli("workspace", "list", "--owner", email)
         for line in out.splitlines():
-            ws_id, name, _ = line.split("\t")
+            ws_id, name = line.split("\t")[:2]
             if name == workspace:
                 return self.data_dir / "workspaces" / ws_id
         raise AssertionError(f"no workspace {workspace}")
