@@ -11,6 +11,7 @@ COPY pyproject.toml setup.py README.md ./
 COPY migrations ./migrations
 COPY gateway ./gateway
 COPY engine ./engine
+COPY almanac ./almanac
 # every dependency is a prebuilt wheel; pip itself is not needed in the final image
 RUN /opt/almanac/bin/pip install --no-cache-dir . \
     && /opt/almanac/bin/pip uninstall --yes pip

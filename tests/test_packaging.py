@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.gateway.e2e import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "migrations", "gateway", "engine")
+PACKAGES = tuple(
+    name.rstrip("*")
+    for name in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "packages"
+    ]["find"]["include"]
+)
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "migrations", *PACKAGES)
 
 
 def build_wheel(tmp: Path) -> Path:
@@ -99,6 +106,9 @@ def test_the_wheel_installs_and_serves_outside_the_repository(tmp_path: Path) ->
         "engine/embed/tokenizer.json",
         "engine/embed/NOTICE",
         "gateway/py.typed",
+        "gateway/web/templates/login.html",
+        "gateway/web/static/almanac.css",
+        "almanac/host/__init__.py",
     ):
         assert expected in names, expected
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
@@ -134,7 +144,10 @@ def test_the_wheel_installs_and_serves_outside_the_repository(tmp_path: Path) ->
         found = re.search(r"serving MCP at (http://\S+/mcp)", first)
         assert found, first + log.read_text(encoding="utf-8")
         url = found.group(1)
-        wait_for(lambda: httpx.get(url.removesuffix("/mcp") + "/healthz", timeout=5).status_code == 200)
+        base = url.removesuffix("/mcp")
+        wait_for(lambda: httpx.get(base + "/healthz", timeout=5).status_code == 200)
+        for page in ("/login", "/static/almanac.css"):  # templates and static files came with the wheel
+            assert httpx.get(base + page, timeout=10).status_code == 200, page
         data = tmp_path / "home" / ".local" / "share" / "almanac"
         assert (data / "control.db").is_file()
         run = {

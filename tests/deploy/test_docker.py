@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy.support import ROOT, clean_env, free_port, running, tool
+from tests.test_packaging import PACKAGES
 
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -79,6 +80,9 @@ def test_multi_stage_non_root_with_volume_health_check_and_no_build_tools() -> N
     assert not re.search(r"apt-get install|gcc|build-essential|pip install", runs)
     copies = [args for word, args in stage if word == "COPY"]
     assert copies == ["--from=build /opt/almanac /opt/almanac"]  # only the built virtualenv
+    built = " ".join(args for word, args in steps[: len(steps) - len(stage)] if word == "COPY")
+    for package in (*PACKAGES, "migrations", "setup.py"):  # the build stage has every shipped source
+        assert re.search(rf"\b{package}\b", built), package
 
 
 @pytest.mark.req("run:docker")
