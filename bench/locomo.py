@@ -1,6 +1,7 @@
 """Retrieval quality on LoCoMo (``quality:locomo``, ``quality:honest-miss``).
 
-    python -m bench.locomo [PATH] [--mode engine|mcp] [--only conv-26,conv-44] [--json OUT]
+    python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all] [--only conv-26,conv-44]
+                           [--cache FILE] [--no-context] [--json OUT]
 
 One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
 the engine's own write path (``Memory.remember``, a note, its session's date as its time);
@@ -9,11 +10,17 @@ real MCP client, in order, no extra metadata, the engine's own clock. Every ques
 categories 1–4 is then asked through the search behind ``get_context``; the SQLite FTS5 bm25
 reference runs over the same turns in the same run. The data is read from PATH (default
 ``../shared/bench/locomo/locomo10_dev.json``) and never copied.
+
+``--layout`` words each turn differently (``quality:layouts``): ``speaker`` (``Name: text``),
+``date-first``, ``third-person`` ("On 8 May 2023, Name said that …"), ``plain`` (the words
+alone) and ``mix`` (one of the four per turn). FTS5 is measured over the same texts.
+``get_context`` recall@10 is measured on the first ten notes it returns with the largest budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -46,13 +53,48 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 HALF_A = ("conv-26", "conv-44", "conv-47")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 _EVIDENCE = re.compile(r"^D(\d+):(\d+)$")
+CALLER = Caller(client_name="locomo")
 
 
 @dataclass(frozen=True)
 class Turn:
     dia_id: str
-    text: str
+    speaker: str
+    said: str  # the words, with " [shares <caption>]" when an image was shared
     when: datetime
+    layout: str = "speaker"
+    key: str = ""  # seeds the per-turn choice of the mix layout
+
+    @property
+    def text(self) -> str:
+        """The memory as written in this turn's layout (``quality:layouts``)."""
+        return render(self.layout, self.speaker, self.said, self.when, self.key or self.dia_id)
+
+
+#: How a memory of one turn is worded. Each is a plausible way an agent writes what was said.
+LAYOUTS = ("speaker", "date-first", "third-person", "plain", "mix")
+
+
+def _day(when: datetime) -> str:
+    return f"{when.day} {when:%B} {when.year}"
+
+
+def render(layout: str, speaker: str, said: str, when: datetime, key: str) -> str:
+    """One turn in ``layout``: ``Name: text``; the date in front; a third-person sentence with
+    the date; the words alone; or, for ``mix``, one of those four chosen per turn (seeded by
+    ``key``, so every run writes the same texts)."""
+    if layout == "mix":
+        pick = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 4
+        layout = LAYOUTS[pick]
+    if layout == "speaker":
+        return f"{speaker}: {said}"
+    if layout == "date-first":
+        return f"{_day(when)} — {speaker}: {said}"
+    if layout == "third-person":
+        return f"On {_day(when)}, {speaker} said that {said}"
+    if layout == "plain":
+        return said
+    raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
 
 
 @dataclass(frozen=True)
@@ -87,7 +129,9 @@ def normalise_evidence(raw: Sequence[str], known: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def load(path: Path) -> list[Conversation]:
+def load(path: Path, layout: str = "speaker") -> list[Conversation]:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     out = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
@@ -96,10 +140,12 @@ def load(path: Path) -> list[Conversation]:
         while f"session_{n}" in conv:
             when = parse_date(conv[f"session_{n}_date_time"])
             for i, turn in enumerate(conv[f"session_{n}"]):
-                text = f"{turn['speaker']}: {turn['text']}"
+                said = turn["text"]
                 if turn.get("blip_caption"):
-                    text += f" [shares {turn['blip_caption']}]"
-                turns.append(Turn(turn["dia_id"], text, when + timedelta(seconds=20 * i)))
+                    said += f" [shares {turn['blip_caption']}]"
+                at = when + timedelta(seconds=20 * i)
+                key = f"{sample['sample_id']}/{turn['dia_id']}"
+                turns.append(Turn(turn["dia_id"], turn["speaker"], said, at, layout, key))
             n += 1
         known = {t.dia_id for t in turns}
         questions = []
@@ -166,7 +212,7 @@ def build_engine(conv: Conversation, root: Path, embedder: Embedder, cache: Embe
     indexer = Indexer(ws, embedder, cache=cache, scan_interval_s=None)
     indexer.start()
     dia_of: dict[str, list[str]] = {}
-    caller = Caller(client_name="locomo")
+    caller = CALLER
     for turn in conv.turns:
         clock[0] = turn.when
         receipt = memory.remember(caller, turn.text)
@@ -220,9 +266,21 @@ def fts_reference(conv: Conversation) -> list[tuple[int, tuple[float, float, flo
     return out
 
 
-def evaluate(built: list[Built], settings: RecallSettings, qvecs: dict[str, Any]) -> dict[str, Any]:
-    """Quality of every question against its own conversation, and honest-miss rates."""
-    halves = {"A": Tally(), "B": Tally(), "all": Tally()}
+def context_turns(recall: Recall, built: Built, question: str, limit: int = 10) -> list[str]:
+    """The turns of the first ``limit`` notes ``get_context`` returns (largest budget), in its order."""
+    reply = recall.get_context(CALLER, question, max_tokens=recall.settings.max_tokens_limit)
+    out: list[str] = []
+    for note in reply["notes"][:limit]:
+        out.extend(built.dia_of.get(note["id"], []))
+    return out
+
+
+def evaluate(
+    built: list[Built], settings: RecallSettings, qvecs: dict[str, Any], *, context: bool = True
+) -> dict[str, Any]:
+    """Quality of every question against its own conversation, and honest-miss rates; with
+    ``context``, also recall@10 of what ``get_context`` returns."""
+    halves = {"A": Tally(), "B": Tally(), "all": Tally(), "get_context": Tally()}
     own_true = wrong_false = asked = 0
     for i, b in enumerate(built):
         recall = Recall(b.indexer, settings)
@@ -232,6 +290,8 @@ def evaluate(built: list[Built], settings: RecallSettings, qvecs: dict[str, Any]
             values = scores(ranked, q.evidence)
             halves["all"].add(q.category, values)
             halves["A" if b.conv.sample_id in HALF_A else "B"].add(q.category, values)
+            if context:
+                halves["get_context"].add(q.category, scores(context_turns(recall, b, q.text), q.evidence))
             asked += 1
             own_true += recall.search(q.text, limit=10, qvec=qvecs.get(q.text)).relevant
             if len(built) > 1:
@@ -270,21 +330,9 @@ def build_all(
     return built
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--mode", choices=["engine", "mcp"], default="engine")
-    parser.add_argument("--only", help="comma-separated sample ids (default: all)")
-    parser.add_argument("--limit-turns", type=int, help="first N turns of each conversation (smoke runs)")
-    parser.add_argument("--cache", type=Path, help="embedding cache file to reuse between runs")
-    parser.add_argument("--json", type=Path, help="write the results here")
-    args = parser.parse_args(argv)
-    if not args.path.exists():
-        print(f"no LoCoMo data at {args.path}; pass its path", file=sys.stderr)
-        return 2
-    from engine.embed.local import LocalEmbedder
-
-    convs = load(args.path)
+def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str, Any]:
+    """Build every conversation's workspace in ``layout`` and measure it (and FTS5 on the same texts)."""
+    convs = load(args.path, layout)
     if args.only:
         convs = [c for c in convs if c.sample_id in args.only.split(",")]
     if args.limit_turns:
@@ -292,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
             c.turns = c.turns[: args.limit_turns]
             known = {t.dia_id for t in c.turns}
             c.questions = [q for q in c.questions if set(q.evidence) <= known]
-    embedder = LocalEmbedder()
     with tempfile.TemporaryDirectory(prefix="almanac-locomo-") as tmp:
         cache = EmbeddingCache(args.cache or Path(tmp) / "embeddings.sqlite")
         built = build_all(convs, Path(tmp), args.mode, embedder, cache)
@@ -300,9 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         qvecs = {q.text: embedder.embed_query(q.text) for c in convs for q in c.questions}
         embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
         t1 = time.perf_counter()
-        result = evaluate(built, RecallSettings(), qvecs)
+        result = evaluate(built, RecallSettings(), qvecs, context=not args.no_context)
+        calls = 3 + (0 if args.no_context else 1)
         result["ms_per_question"] = round(
-            (time.perf_counter() - t1) * 1000 / max(result["all"]["n"], 1) / 3, 2
+            (time.perf_counter() - t1) * 1000 / max(result["all"]["n"], 1) / calls, 2
         )
         result["query_embedding_ms"] = round(embed_ms, 2)
         reference = Tally()
@@ -311,31 +359,85 @@ def main(argv: list[str] | None = None) -> int:
                 reference.add(cat, values)
         result["fts5_reference"] = reference.summary()
         result["mode"] = args.mode
+        result["layout"] = layout
         for b in built:
             b.indexer.stop()
             b.workspace.close()
         cache.close()
-    print(
-        table(
-            {
-                f"almanac ({args.mode})": result["all"],
-                "FTS5 bm25 reference": result["fts5_reference"],
-                "almanac, half A": result["A"],
-                "almanac, half B": result["B"],
-            }
-        )
-    )
+    return result
+
+
+def report(result: dict[str, Any]) -> str:
+    name = f"almanac ({result['mode']}, {result['layout']})"
+    rows = {name: result["all"], "FTS5 bm25 reference (same texts)": result["fts5_reference"]}
+    rows["almanac, half A"] = result["A"]
+    rows["almanac, half B"] = result["B"]
+    if result["get_context"]["n"]:
+        rows["get_context (first 10 notes)"] = result["get_context"]
     hm = result["honest_miss"]
-    print(
-        f"\nhonest miss: own conversation relevant=true {hm['own_relevant_true']}%, "
-        f"wrong conversation relevant=false {hm['wrong_relevant_false']}%"
-    )
-    print(
+    return (
+        table(rows) + f"\n\nhonest miss: own conversation relevant=true {hm['own_relevant_true']}%, "
+        f"wrong conversation relevant=false {hm['wrong_relevant_false']}%\n"
         f"search {result['ms_per_question']} ms/question "
-        f"(+ {result['query_embedding_ms']} ms query embedding)"
+        f"(+ {result['query_embedding_ms']} ms query embedding)\n"
     )
+
+
+def summary_table(results: Sequence[dict[str, Any]]) -> str:
+    """One line per layout: R@10 overall and by half, FTS5 on the same texts, the gap, honest miss."""
+    lines = [
+        "| layout | R@10 | half A | half B | FTS5 | gap | get_context R@10 | own relevant "
+        "| wrong not relevant |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        gap = round(r["all"]["R@10"] - r["fts5_reference"]["R@10"], 1)
+        ctx = r["get_context"]["R@10"] if r["get_context"]["n"] else ""
+        hm = r["honest_miss"]
+        lines.append(
+            f"| {r['layout']} | {r['all']['R@10']} | {r['A']['R@10']} | {r['B']['R@10']} | "
+            f"{r['fts5_reference']['R@10']} | {gap} | {ctx} | {hm['own_relevant_true']} | "
+            f"{hm['wrong_relevant_false']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--mode", choices=["engine", "mcp"], default="engine")
+    parser.add_argument(
+        "--layout",
+        default="speaker",
+        help=f"how each turn is worded: {', '.join(LAYOUTS)}; several comma-separated, or 'all'",
+    )
+    parser.add_argument("--only", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--limit-turns", type=int, help="first N turns of each conversation (smoke runs)")
+    parser.add_argument("--cache", type=Path, help="embedding cache file to reuse between runs")
+    parser.add_argument("--no-context", action="store_true", help="skip the get_context measurement")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    if not args.path.exists():
+        print(f"no LoCoMo data at {args.path}; pass its path", file=sys.stderr)
+        return 2
+    layouts = list(LAYOUTS) if args.layout == "all" else args.layout.split(",")
+    unknown = [name for name in layouts if name not in LAYOUTS]
+    if unknown:
+        print(f"unknown layout {unknown[0]!r}: use one of {', '.join(LAYOUTS)} or 'all'", file=sys.stderr)
+        return 2
+    from engine.embed.local import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    results = []
+    for layout in layouts:
+        print(f"layout {layout}:", file=sys.stderr)
+        results.append(run_layout(args, layout, embedder))
+        print(report(results[-1]), flush=True)
+    if len(results) > 1:
+        print(summary_table(results))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        payload: Any = results[0] if len(results) == 1 else results
+        args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return 0
 
 

@@ -6,9 +6,13 @@ A note or log entry becomes one or more :class:`ChunkDoc` rows; a fact becomes o
 
 - ``context``: the text of its neighbours — the chunks written just before and after it in the
   same *stream* (same source and scope, close in time; or the adjacent chunks of a long note);
-- ``dates``: its time as searchable words ("8 May 2023 May 2023 2023-05-08");
-- ``speaker``: who said it — a leading ``Name:`` in the text, else the memory's source;
-- ``group``: the stream's day it belongs to (a session), scored as a whole at query time.
+- ``dates``: its days as searchable words ("8 May 2023 May 2023 2023-05-08"): when it was
+  written, and every day its words name ("on 8 May 2023", "yesterday"; :mod:`.mentions`);
+- ``speaker``: who it is by or about — the first name its words mention, wherever it stands
+  ("Caroline: …", "On 8 May, Caroline said …"), else the memory's source;
+- ``names``: every name its words mention;
+- ``group``: the stream's day it belongs to (a session) — a date it states up front, else the
+  day it was written — scored as a whole at query time.
 
 Nothing here does I/O; :mod:`engine.index.db` stores what these functions return.
 """
@@ -19,8 +23,9 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
+from engine.index.mentions import names, stated_day, subject, written_days
 from engine.store.facts import FactRecord
 from engine.store.model import State, format_time
 from engine.store.workspace import LogRecord, NoteRecord
@@ -32,7 +37,6 @@ NEIGHBOUR_WINDOW = timedelta(hours=6)
 #: How much of a neighbour's text goes into a chunk's context (and into its embedded text).
 CONTEXT_CHARS = 400
 
-_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]{1,200})(?:[#|][^\[\]\n]*)?\]\]")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -93,6 +97,7 @@ class ChunkDoc:
     tags: str
     parts: int  # how many chunks the memory has
     embed_text: str  # what is embedded: previous / text / next
+    names: str  # the names its words mention, space-separated; the first is its subject
 
     @property
     def hash(self) -> str:
@@ -191,25 +196,37 @@ def log_item(record: LogRecord) -> Item | None:
 
 
 def speaker_of(text: str, source: str | None) -> str:
-    match = _SPEAKER.match(text)
-    if match:
-        return match.group(1)
-    return source or ""
+    """Who a chunk is by or about: the first name its words mention (wherever it stands), else
+    the memory's source."""
+    return subject(text) or source or ""
 
 
-def date_words(moment: datetime | None) -> str:
-    """``8 May 2023 May 2023 2023-05-08`` (UTC): how people name the day a memory was written."""
-    if moment is None:
-        return ""
-    month = _MONTHS[moment.month - 1]
-    return f"{moment.day} {month} {moment.year} {month} {moment.year} {moment.date().isoformat()}"
+def day_words(day: date) -> str:
+    """``8 May 2023 May 2023 2023-05-08``: how people name a day."""
+    month = _MONTHS[day.month - 1]
+    return f"{day.day} {month} {day.year} {month} {day.year} {day.isoformat()}"
+
+
+def date_words(moment: datetime | None, text: str = "") -> str:
+    """The days a memory is about, as words: the day it was written (UTC) and every day its
+    text names (absolute, or relative to when it was written)."""
+    days = [] if moment is None else [moment.date()]
+    days += [d for d, _ in written_days(text, moment)]
+    return " ".join(day_words(d) for d in dict.fromkeys(days))
+
+
+def day_of(item: Item) -> date | None:
+    """The day a memory belongs to: a date it states up front, else the UTC day it was written."""
+    stated = stated_day(item.text)
+    if stated is not None:
+        return stated
+    return None if item.created is None else item.created.date()
 
 
 def group_of(item: Item) -> str:
-    """The memory's session: its stream's UTC day ("" when it has no time)."""
-    if item.created is None:
-        return ""
-    return f"{item.stream}\x1f{item.created.date().isoformat()}"
+    """The memory's session: its stream's day (:func:`day_of`; "" when it has none)."""
+    day = day_of(item)
+    return "" if day is None else f"{item.stream}\x1f{day.isoformat()}"
 
 
 def wikilinks(text: str) -> tuple[str, ...]:
@@ -287,7 +304,10 @@ def neighbours(item: Item, other: Item | None) -> bool:
     """Whether ``other`` (before or after ``item`` in its stream) is close enough to be context."""
     if other is None or item.created is None or other.created is None:
         return False
-    return abs(item.created - other.created) <= NEIGHBOUR_WINDOW
+    if abs(item.created - other.created) > NEIGHBOUR_WINDOW:
+        return False
+    mine, theirs = stated_day(item.text), stated_day(other.text)
+    return mine is None or theirs is None or mine == theirs  # dated entries of other days are not
 
 
 def item_docs(item: Item, before: Item | None, after: Item | None) -> list[ChunkDoc]:
@@ -318,7 +338,8 @@ def item_docs(item: Item, before: Item | None, after: Item | None) -> list[Chunk
                 name=item.name,
                 text=piece,
                 context="\n".join(t for t in (left, right) if t),
-                dates=date_words(item.created),
+                dates=date_words(item.created, piece),
+                names=" ".join(names(piece)),
                 tags="\n".join(item.tags),
                 parts=len(pieces),
                 embed_text="\n".join(t for t in (left, piece, right) if t),

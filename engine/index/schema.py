@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from engine.index.docs import ChunkDoc, FactDoc
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 

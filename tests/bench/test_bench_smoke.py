@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,33 @@ def test_locomo_bench_runs_and_reports(tmp_path: Path, mode: str) -> None:
     assert result["all"]["R@10"] >= 80
     assert result["honest_miss"]["own_relevant_true"] >= 60
     assert result["honest_miss"]["wrong_relevant_false"] is not None
+
+
+@pytest.mark.req("quality:layouts")
+def test_locomo_bench_runs_every_layout_with_fts5_on_the_same_texts(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    fake_locomo(data)
+    out = tmp_path / "result.json"
+    assert locomo.main([str(data), "--mode", "mcp", "--layout", "all", "--json", str(out)]) == 0
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["layout"] for r in results] == list(locomo.LAYOUTS)
+    for r in results:
+        assert r["all"]["n"] == 9 and r["fts5_reference"]["n"] == 9 and r["get_context"]["n"] == 9
+        assert r["honest_miss"]["wrong_relevant_false"] is not None
+    assert locomo.main([str(data), "--layout", "sideways"]) == 2
+
+
+def test_layouts_word_the_same_turn_differently_and_the_mix_is_stable() -> None:
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    texts = {name: locomo.render(name, "Ann", "I like clay.", when, "c/D1:1") for name in locomo.LAYOUTS}
+    assert texts["speaker"] == "Ann: I like clay."
+    assert texts["date-first"].startswith("8 May 2023") and "Ann: I like clay." in texts["date-first"]
+    assert texts["third-person"] == "On 8 May 2023, Ann said that I like clay."
+    assert texts["plain"] == "I like clay."
+    assert texts["mix"] in [texts[n] for n in locomo.LAYOUTS[:4]]
+    assert texts["mix"] == locomo.render("mix", "Ann", "I like clay.", when, "c/D1:1")
+    picks = {locomo.render("mix", "Ann", "x", when, f"c/D1:{i}") for i in range(40)}
+    assert len(picks) == 4  # every layout appears in the mix
 
 
 def test_evidence_ids_are_normalised() -> None:
