@@ -217,6 +217,17 @@ class IndexReader:
                     out[int(row[0])] = ChunkRow(*row)
         return out
 
+    def rare_mentions(self, name: str, most: int, share: float = 0.01) -> list[int]:
+        """Rows whose own words mention ``name``, if it is rare — in at most ``most`` rows, or
+        ``share`` of all rows — else none (a name everyone mentions links nothing)."""
+        term = name.casefold()
+        with self.lock:
+            stats, rows = self._term_stats("chunks", [term])
+            if stats[term].df > max(most, int(rows * share)):
+                return []
+            sql = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rowid LIMIT ?"
+            return [int(r) for (r,) in self.db.execute(sql, (f"text : {_expression([term])}", most))]
+
     def memory_chunks(self, memories: Sequence[str]) -> list[ChunkRow]:
         """The first chunk of each of ``memories`` (for graph expansion)."""
         with self.lock:

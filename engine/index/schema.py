@@ -154,6 +154,7 @@ class ChunkRow:
     text: str
     tags: str
     parts: int
+    names: str
 
 
 @dataclass(frozen=True)

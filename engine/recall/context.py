@@ -163,7 +163,7 @@ class Recall:
             ageing, now = self.ageing, self.ageing.clock()
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
         found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)
-        hits = found + tuple(graph_hits(self.db, found, visible))
+        hits = found + tuple(graph_hits(self.db, found, visible, query))
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 
     def facts(self, query: Query, qvec: np.ndarray[Any, Any] | None, scope: str | None) -> list[FactHit]:

@@ -112,8 +112,19 @@ def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:
     return Hit(row, scored.score, scored.reason, scored.cosine, lexical)
 
 
-def graph_hits(db: IndexReader, hits: tuple[Hit, ...], visible: Visible, *, follow: int = 5) -> list[Hit]:
-    """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, not already among them."""
+def graph_hits(
+    db: IndexReader,
+    hits: tuple[Hit, ...],
+    visible: Visible,
+    query: Query | None = None,
+    *,
+    follow: int = 5,
+    per_name: int = 2,
+    most: int = 5,
+) -> list[Hit]:
+    """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, then memories that share a
+    *rare* name with them (one the query does not name and few memories mention: a person,
+    place or thing the answer may continue in) — none already among the hits."""
     sources = [h.memory for h in hits[:follow]]
     if not sources:
         return []
@@ -130,4 +141,18 @@ def graph_hits(db: IndexReader, hits: tuple[Hit, ...], visible: Visible, *, foll
         have.add(target)
         parent = parents[src]
         out.append(Hit(row, parent.score * 0.5, "graph", None, 0.0))
+    named = set(query.words) if query is not None else set()
+    for parent in hits[:follow]:
+        for name in parent.row.names.split():
+            if len(out) >= most:
+                return out
+            if name.casefold() in named:
+                continue
+            named.add(name.casefold())
+            found = db.chunk_rows(db.rare_mentions(name, per_name + 1))
+            for row in sorted(found.values(), key=lambda r: r.id):
+                if row.memory in have or not visible(row.state, row.scope) or len(out) >= most:
+                    continue
+                have.add(row.memory)
+                out.append(Hit(row, parent.score * 0.5, "graph", None, 0.0))
     return out

@@ -111,6 +111,21 @@ def test_a_note_linked_from_a_match_is_added_with_reason_graph(tmp_path: Path) -
         assert "nte_guide" in [n["id"] for n in reply["notes"]]
 
 
+@pytest.mark.req("recall:graph")
+def test_a_memory_sharing_a_rare_name_with_a_match_is_added_with_reason_graph(tmp_path: Path) -> None:
+    with engine(tmp_path) as e:
+        adopted = e.memory.remember(CALLER, "Tomás adopted a grey kitten from the shelter, named Pebble.")
+        later = e.memory.remember(CALLER, "Pebble knocked the blue vase off the shelf again.")
+        for i in range(12):
+            e.memory.remember(CALLER, f"Standup {i}: Tomás reviewed the billing migration plan.")
+        e.settle()
+        hits = e.recall.search("Which kitten did Tomás adopt?", limit=1).hits
+        assert hits[0].memory == adopted.id
+        assert (later.id, "graph") in [(h.memory, h.reason) for h in hits[1:]]
+        graph = [h.memory for h in hits if h.reason == "graph"]
+        assert len(graph) == 1  # "Tomás" is in the query and in most memories: it links nothing
+
+
 @pytest.mark.req("recall:scope")
 def test_scope_rules_pinned_connections_retired_and_archived(tmp_path: Path) -> None:
     with engine(tmp_path) as e:
