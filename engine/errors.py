@@ -6,7 +6,8 @@
     ├── InvalidInput                 code="invalid_input"     the caller can fix the call
     │   ├── TooLong                  code="too_long"
     │   ├── BadScope                 code="bad_scope"
-    │   └── BadDate                  code="bad_date"
+    │   ├── BadDate                  code="bad_date"
+    │   └── BadImport                code="bad_import"        a bad import/export source, label or target
     ├── NotFound                     code="not_found"         no memory has that id
     ├── Forbidden                    code="forbidden"         the connection may not do this
     │   └── ReadOnly                 code="read_only"
@@ -43,6 +44,10 @@ class BadScope(InvalidInput):
 
 class BadDate(InvalidInput):
     code = "bad_date"
+
+
+class BadImport(InvalidInput):
+    code = "bad_import"
 
 
 class NotFound(EngineError):

@@ -4,9 +4,14 @@
     python -m engine --socket SOCK --dir PATH    streamable HTTP on a Unix socket, for the gateway
     python -m engine --reindex --dir PATH        delete and rebuild the workspace's index, then exit
     python -m engine --doctor --dir PATH         check the workspace's index against its store
+    python -m engine --export ZIP --dir PATH     write the store to a new zip (with a manifest)
+    python -m engine --import SRC [--label L] --dir PATH
+                                                 an export zip into an empty workspace, or a folder
+                                                 or zip of Markdown into notes/Imported/<label>/
 
-``--reindex`` and ``--doctor`` refuse a path that is not a workspace unless ``--create``; ``~`` is
-expanded in every path (a JSON client config has no shell to do it).
+The offline modes (``--reindex``, ``--doctor``, ``--export``, ``--import``) take the workspace's
+lock (exit 3 while an engine serves it) and refuse a path that is not a workspace unless
+``--create``; ``~`` is expanded in every path (a JSON client config has no shell to do it).
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT finish writes in flight), 1 when the doctor
 finds problems, 2 for bad arguments (or a path that is not a workspace), 3 when another engine
@@ -46,7 +51,7 @@ from engine import maintenance
 from engine import settings as engine_settings
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed import Embedder, make_embedder
-from engine.errors import NotAWorkspace, WorkspaceLocked
+from engine.errors import BadImport, NotAWorkspace, WorkspaceLocked
 from engine.index.indexer import MAX_ITEM_BYTES, Indexer
 from engine.lifeline import watch_parent
 from engine.memory import Memory
@@ -55,6 +60,7 @@ from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
 from engine.tools import build_server
+from engine.transfer import archive, markdown
 
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
@@ -81,13 +87,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     mode.add_argument("--reindex", action="store_true", help="rebuild the index from the store and exit")
     mode.add_argument("--doctor", action="store_true", help="check the index against the store and exit")
     mode.add_argument(
+        "--export", metavar="ZIP", help="write the workspace's store to a new zip file and exit"
+    )
+    mode.add_argument(
+        "--import",
+        dest="import_source",
+        metavar="SOURCE",
+        help="import a folder or zip: an Almanac export (into an empty workspace), or Markdown (--label)",
+    )
+    parser.add_argument("--label", help="with --import of Markdown: the notes go to notes/Imported/LABEL/")
+    mode.add_argument(
         "--await-assignment",
         action="store_true",
         help="start warm, then read one JSON line on stdin: {socket, dir, log} (the gateway's warm spare)",
     )
     parser.add_argument("--dir", metavar="PATH", help="the workspace directory")
     parser.add_argument(
-        "--create", action="store_true", help="with --reindex: accept a path that is not a workspace yet"
+        "--create",
+        action="store_true",
+        help="with --reindex or --import: accept a path that is not a workspace yet",
     )
     parser.add_argument("--embedder-socket", metavar="PATH", help="the host embedder service's socket")
     parser.add_argument(
@@ -119,7 +137,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--dir is required")
     if args.index_max_bytes < 1:
         parser.error("--index-max-bytes must be a positive number of bytes")
-    for name in ("dir", "socket", "embedder_socket"):
+    for name in ("dir", "socket", "embedder_socket", "export", "import_source"):
         if getattr(args, name):
             setattr(args, name, os.path.expanduser(getattr(args, name)))
     return args
@@ -257,6 +275,21 @@ def recall_settings(settings: EngineSettings) -> RecallSettings:
     )
 
 
+def transfer(workspace: Workspace, args: argparse.Namespace) -> int:
+    """``--export`` or ``--import`` on an open (locked) workspace."""
+    if args.export:
+        archive.export(workspace, Path(args.export).resolve())
+        return 0
+    source = Path(args.import_source).resolve()
+    if archive.is_export(source):
+        archive.restore(workspace, source)
+    elif not args.label:
+        raise BadImport(f"{source} is not an Almanac export; importing Markdown needs --label NAME")
+    else:
+        markdown.import_markdown(workspace, source, args.label)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     args = parse_args(argv)
@@ -266,10 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     root = Path(args.dir).resolve()
-    if args.reindex or args.doctor:
+    if args.reindex or args.doctor or args.export or args.import_source:
         try:
-            maintenance.check_workspace(root, create=args.create)
-        except NotAWorkspace as exc:
+            if args.import_source and args.label is not None:
+                markdown.check_label(args.label)  # before anything is opened or created
+            maintenance.check_workspace(root, create=args.create and not (args.doctor or args.export))
+        except (NotAWorkspace, BadImport) as exc:
             print(f"almanac engine: {exc.message}", file=sys.stderr)
             return EXIT_USAGE
     workspace = Workspace(root)
@@ -278,6 +313,14 @@ def main(argv: list[str] | None = None) -> int:
     except WorkspaceLocked as exc:
         print(f"almanac engine: {exc.message}", file=sys.stderr)
         return EXIT_LOCKED
+    if args.export or args.import_source:
+        try:
+            return transfer(workspace, args)
+        except BadImport as exc:
+            print(f"almanac engine: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:
+            workspace.close()
     overrides = {"embedding_provider": args.embedding_provider} if args.embedding_provider else None
     loaded = engine_settings.load(args.settings, workspace.root, overrides)
     for problem in loaded.problems:

@@ -52,8 +52,8 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     # §5 retire, restore, delete, import, export
     "life:retire": None,
     "life:delete": Deferred(12),
-    "life:import": Deferred(12),
-    "life:export": Deferred(12),
+    "life:import": None,
+    "life:export": None,
     # §6 lifecycle
     "life:lexical": None,
     "life:decay": None,

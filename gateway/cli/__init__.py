@@ -14,9 +14,21 @@ from gateway.cli.invite import invite
 from gateway.cli.owner import owner
 from gateway.cli.serve import serve
 from gateway.cli.token import token
+from gateway.cli.transfer import export, import_
 from gateway.cli.workspace import workspace
 
-COMMANDS: tuple[click.Command, ...] = (serve, owner, workspace, token, invite, audit, engine, bench)
+COMMANDS: tuple[click.Command, ...] = (
+    serve,
+    owner,
+    workspace,
+    token,
+    invite,
+    audit,
+    engine,
+    import_,
+    export,
+    bench,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

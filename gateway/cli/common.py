@@ -9,6 +9,7 @@ goes to stderr, except listings (stdout, one row per line, tab-separated).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,8 +21,8 @@ from typing import Any, TypeVar
 import click
 
 from gateway import layout
-from gateway.control.store import ControlPlane
-from gateway.errors import ConfigError, GatewayError
+from gateway.control.store import DEFAULT_WORKSPACE, ControlPlane
+from gateway.errors import BadRequest, ConfigError, GatewayError
 from gateway.settings import Settings, config_file_path, default_data_dir, load_settings, parse_toml
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,3 +99,41 @@ def control_plane(
         yield store
     finally:
         store.close()
+
+
+def workspace_options(fn: F) -> F:
+    """``--owner`` and ``--workspace``: find a workspace's folder through the control plane."""
+    fn = click.option(
+        "--workspace",
+        "workspace_name",
+        default=DEFAULT_WORKSPACE,
+        show_default=True,
+        help="With --owner: which of the owner's workspaces.",
+    )(fn)
+    return click.option(
+        "--owner", "email", default=None, help="Find the workspace by owner (instead of FOLDER)."
+    )(fn)
+
+
+def workspace_folder(
+    folder: Path | None,
+    email: str | None,
+    workspace_name: str,
+    data_dir: Path | None,
+    config_file: Path | None,
+) -> Path:
+    """FOLDER as given, or the folder of an owner's workspace in the data directory."""
+    if (folder is None) == (email is None):
+        raise BadRequest("give either a workspace FOLDER or --owner EMAIL (with --workspace NAME)")
+    if folder is not None:
+        return folder.absolute()
+    root = make_settings(config_file, data_dir=data_dir).data_dir
+    with control_plane(config_file, data_dir) as store:
+        ws = store.workspace_by_name(store.owner_by_email(str(email)).id, workspace_name)
+    return layout.workspace_dir(root, ws.id)
+
+
+def run_engine(*args: str) -> int:
+    """The engine's own command line in a child process (the gateway never imports the engine);
+    its stderr (progress, report, refusals) passes through. Returns its exit status."""
+    return subprocess.call([sys.executable, "-m", "engine", *args], stdin=subprocess.DEVNULL)

@@ -6,53 +6,22 @@ report through and exiting with its status."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from gateway import layout
 from gateway.cli.common import (
     UserPath,
     config_option,
-    control_plane,
     data_dir_option,
-    make_settings,
     reports_errors,
+    run_engine,
+    workspace_folder,
+    workspace_options,
 )
-from gateway.control.store import DEFAULT_WORKSPACE
-from gateway.errors import BadRequest
 
 _folder = click.argument("folder", required=False, type=UserPath(file_okay=False, path_type=Path))
-_owner = click.option("--owner", "email", default=None, help="Find the folder by owner (instead of FOLDER).")
-_workspace = click.option(
-    "--workspace", "workspace_name", default=DEFAULT_WORKSPACE, show_default=True,
-    help="With --owner: which of the owner's workspaces.",
-)  # fmt: skip
-
-
-def workspace_folder(
-    folder: Path | None,
-    email: str | None,
-    workspace_name: str,
-    data_dir: Path | None,
-    config_file: Path | None,
-) -> Path:
-    """FOLDER as given, or the folder of an owner's workspace in the data directory."""
-    if (folder is None) == (email is None):
-        raise BadRequest("give either a workspace FOLDER or --owner EMAIL (with --workspace NAME)")
-    if folder is not None:
-        return folder.absolute()
-    root = make_settings(config_file, data_dir=data_dir).data_dir
-    with control_plane(config_file, data_dir) as store:
-        ws = store.workspace_by_name(store.owner_by_email(str(email)).id, workspace_name)
-    return layout.workspace_dir(root, ws.id)
-
-
-def run_engine(*args: str) -> int:
-    """The engine's command line in a child process; its stderr (progress, report) passes through."""
-    return subprocess.call([sys.executable, "-m", "engine", *args], stdin=subprocess.DEVNULL)
 
 
 @click.group()
@@ -62,8 +31,7 @@ def engine() -> None:
 
 @engine.command("reindex")
 @_folder
-@_owner
-@_workspace
+@workspace_options
 @click.option("--create", is_flag=True, help="Accept a folder that is not a workspace yet.")
 @data_dir_option
 @config_option
@@ -86,8 +54,7 @@ def engine_reindex(
 
 @engine.command("doctor")
 @_folder
-@_owner
-@_workspace
+@workspace_options
 @data_dir_option
 @config_option
 @reports_errors
