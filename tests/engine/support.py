@@ -43,7 +43,7 @@ def _accepting(sock: Path) -> bool:
     return True
 
 
-def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     """Poll (bounded) until the engine's socket accepts and /healthz answers 200."""
     deadline = time.monotonic() + timeout
     while not _accepting(sock):

@@ -65,7 +65,7 @@ def test_a_50_mb_note_and_damaged_files_neither_block_the_start_nor_the_tools(tm
     (dropped / "fine.md").write_text("The zebra herd crossed at dawn.\n")
     (ws / "facts").mkdir()
     (ws / "facts" / "2026-02.md").write_text("## evt_garbage store\n\n```yaml\n: [\n```\n")
-    with socket_engine(ws, sock, *OFF):  # healthy within its bounded wait (20 s)
+    with socket_engine(ws, sock, *OFF):  # healthy within its bounded wait (60 s; minutes before the fix)
         status = _until(lambda: (s := _status(sock))["index"]["state"] == "ready" and s)
         named = {p["path"] for p in status["problems"]}
         assert named == {
@@ -169,7 +169,7 @@ def test_sigterm_exits_promptly_while_a_call_is_stuck_in_a_hung_embedder(tmp_pat
             finally:
                 relay.close()
     assert code == 0
-    assert elapsed < 10, f"the engine took {elapsed:.1f} s to stop"  # the embedder's own limit is 20 s
+    assert elapsed < 15, f"the engine took {elapsed:.1f} s to stop"  # held by the call: 20 s or more
     assert snapshot(ws) == before  # nothing half written; the acknowledged note is there
     assert any(saved.structured_content["id"] in name for name in before)
 
@@ -191,3 +191,65 @@ async def _stop_during_a_stuck_call(
         elapsed = time.monotonic() - started
         tg.cancel_scope.cancel()
     return elapsed, code
+
+
+LEDGER_BLOCK = """## {eid} store
+
+```yaml
+time: '2026-02-0{day}T10:00:00.000000Z'
+memory: {fid}
+subject: {subject}
+predicate: database
+object: {obj}
+```
+
+"""
+
+
+@pytest.mark.req("store:bad-file")
+@pytest.mark.req("store:torn-tail")
+def test_a_hand_damaged_store_starts_answers_names_its_bad_files_and_keeps_working(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    (ws / "facts").mkdir(parents=True)
+    good = [
+        LEDGER_BLOCK.format(
+            eid=f"evt_01M8N16DCB2YF0D3N6WQF1NBY{i}", day=i, fid=f"fct_{i:020d}", subject=f"S{i}", obj=f"O{i}"
+        )
+        for i in (1, 2)
+    ]
+    garbage = "## evt_01M8N16DCB2YF0D3N6WQF1NBZ0 store\n\n```yaml\nmemory: [unclosed\n```\n\n"
+    torn = "## evt_01M8N16DCB2YF0D3N6WQF1NBZ1 store\n\n```yaml\ntime: '2026-02-03T1"
+    (ws / "facts" / "2026-02.md").write_text("# Facts ledger\n\n" + good[0] + garbage + good[1] + torn)
+    day = ws / "logs" / "2026" / "02" / "03.md"
+    day.parent.mkdir(parents=True)
+    day.write_text(
+        "# Log — 2026-02-03\n\n- 2026-02-03T10:00:00.000000Z log_01M8N16DE81CCW7TFCR8CMS2TE\n  kept entry\n\n"
+        "stray line outside any entry\n\n- not a header at all\n  its body\n\n"
+        "- 2026-02-03T11:00:00.000000Z log_01M8N16DE81CCW7TFCR8CMS2TF {not json\n  bad metadata\n\n"
+    )
+    (ws / "notes").mkdir()
+    (ws / "notes" / "unclosed.md").write_text("---\nid: nte_x\ntags: [a\nbody without an end\n")
+    (ws / "notes" / "tags.md").write_text("---\ntags: 7\n---\nbody\n")
+    (ws / "notes" / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    for attempt in range(2):  # the damage survives a restart, and so does what was written since
+        with socket_engine(ws, sock, *OFF):
+            status = _until(lambda: (s := _status(sock))["index"]["state"] == "ready" and s)
+            assert {p["path"] for p in status["problems"]} == {
+                "facts/2026-02.md",
+                "logs/2026/02/03.md",
+                "notes/unclosed.md",
+                "notes/tags.md",
+                "notes/binary.md",
+            }
+            facts = _call(sock, "retrieve_memory", {"predicate": "database"}).structured_content["facts"]
+            expected = {("S1", "O1"), ("S2", "O2")} | ({("S3", "O3")} if attempt else set())
+            assert {(f["subject"], f["object"]) for f in facts} == expected
+            entry = _call(sock, "retrieve_memory", {"id": "log_01M8N16DE81CCW7TFCR8CMS2TE"})
+            assert entry.structured_content["notes"][0]["text"] == "kept entry"
+            if not attempt:
+                saved = _call(sock, "save_memory", {"subject": "S3", "predicate": "database", "object": "O3"})
+                assert not saved.is_error
+                note = _call(sock, "remember", {"statement": "written beside the damage"})
+                assert not note.is_error
+            found = _call(sock, "get_context", {"query": "written beside the damage"}).structured_content
+            assert found["notes"] and found["notes"][0]["text"] == "written beside the damage"
