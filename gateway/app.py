@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -21,10 +22,13 @@ from starlette.staticfiles import StaticFiles
 from gateway import layout
 from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
+from gateway.auth.oauth import routes as oauth_routes
+from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
+from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane
 from gateway.edge import headers as hdr
-from gateway.edge.proxy import RESOURCE_METADATA_PATH, McpProxy
+from gateway.edge.proxy import McpProxy
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines import policy, procs
 from gateway.engines.embedder import EmbedderService
@@ -132,9 +136,26 @@ def wants_page(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def create_app(settings: Settings) -> Starlette:
+def oauth_config(settings: Settings) -> OAuthConfig:
+    return OAuthConfig(
+        lifetimes=TokenLifetimes(
+            access=settings.oauth_access_token_ttl, refresh=settings.oauth_refresh_token_ttl
+        ),
+        code_ttl=settings.oauth_code_ttl,
+        unused_client_ttl=settings.oauth_unused_client_ttl,
+        cimd=CimdPolicy(
+            timeout=settings.oauth_cimd_timeout,
+            max_bytes=settings.oauth_cimd_max_bytes,
+            allow_private=settings.oauth_cimd_allow_private,
+        ),
+    )
+
+
+def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Starlette:
+    """The gateway. ``clock`` (wall time, epoch seconds) decides token and code expiry."""
     parts = build(settings)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
+    oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
     proxy = McpProxy(
         store=parts.store,
         supervisor=parts.supervisor,
@@ -143,6 +164,7 @@ def create_app(settings: Settings) -> Starlette:
         metrics=parts.metrics,
         max_body_bytes=settings.max_body_bytes,
         retry_after=settings.retry_after,
+        wall_clock=clock,
     )
     rest = RestApi(
         authenticate=proxy.authenticate,
@@ -175,17 +197,6 @@ def create_app(settings: Settings) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(parts.metrics.render(), media_type=CONTENT_TYPE)
 
-    async def protected_resource(request: Request) -> Response:
-        base = hdr.base_url(parts.origin_policy, request.url.scheme, request.headers.get("host"))
-        return JSONResponse(
-            {
-                "resource": base + "/mcp",
-                "bearer_methods_supported": ["header"],
-                "scopes_supported": ["memory"],
-                "resource_name": "Almanac",
-            }
-        )
-
     async def on_error(request: Request, exc: Exception) -> Response:
         error = exc if isinstance(exc, GatewayError) else NotFound(f"nothing at {request.url.path}")
         if wants_page(request):
@@ -214,8 +225,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
-            Route(RESOURCE_METADATA_PATH, protected_resource),
-            Route("/.well-known/oauth-protected-resource", protected_resource),
+            *oauth_routes.routes(oauth),
             *rest.routes(),
             *account.routes(),
             *tokens.routes(),

@@ -13,7 +13,8 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   ├── InvalidEmail              400 invalid_email
     │   ├── InvalidName               400 invalid_name
     │   ├── InvalidPassword           400 invalid_password
-    │   └── InviteInvalid             400 invite_invalid
+    │   ├── InviteInvalid             400 invite_invalid
+    │   └── InvalidGrant              400 invalid_grant        (OAuth: bad, spent or reused code/token)
     ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
     ├── Forbidden                     403 forbidden
     │   ├── OriginNotAllowed          403 origin_not_allowed
@@ -96,14 +97,21 @@ class InviteInvalid(BadRequest):
     code = "invite_invalid"
 
 
+class InvalidGrant(BadRequest):
+    code = "invalid_grant"
+
+
 class Unauthorized(GatewayError):
     code = "invalid_token"
     status = 401
 
-    def __init__(self, message: str, *, resource_metadata: str = "", error: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, resource_metadata: str = "", error: str | None = None, scope: str | None = None
+    ) -> None:
         super().__init__(message)
         self.resource_metadata = resource_metadata
         self.error = error
+        self.scope = scope
 
     def headers(self) -> dict[str, str]:
         parts = []
@@ -111,6 +119,8 @@ class Unauthorized(GatewayError):
             parts.append(f'error="{self.error}"')
         if self.resource_metadata:
             parts.append(f'resource_metadata="{self.resource_metadata}"')
+        if self.scope:
+            parts.append(f'scope="{self.scope}"')
         return {"WWW-Authenticate": "Bearer " + ", ".join(parts) if parts else "Bearer"}
 
 

@@ -78,6 +78,14 @@ class Settings:
     oidc_client_id: str | None = None
     oidc_client_secret: str | None = None
     oidc_name: str = "single sign-on"
+    # the OAuth authorization server
+    oauth_access_token_ttl: float = field(default=3600.0, metadata={"min": 60.0})
+    oauth_refresh_token_ttl: float = field(default=30 * 86400.0, metadata={"min": 3600.0})
+    oauth_code_ttl: float = field(default=120.0, metadata={"min": 10.0, "max": 600.0})
+    oauth_unused_client_ttl: float = field(default=86400.0, metadata={"min": 60.0})
+    oauth_cimd_timeout: float = field(default=5.0, metadata={"min": 0.1, "max": 30.0})
+    oauth_cimd_max_bytes: int = field(default=65536, metadata={"min": 1024})
+    oauth_cimd_allow_private: bool = False
     # logs
     log_level: str = field(default="info", metadata={"choices": ("debug", "info", "warning", "error")})
     log_format: str = field(default="auto", metadata={"choices": ("auto", "json", "text")})

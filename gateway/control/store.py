@@ -16,6 +16,7 @@ from gateway.auth import tokens
 from gateway.control.accounts import AccountQueries
 from gateway.control.clock import utcnow
 from gateway.control.migrate import load_migrations, migrate
+from gateway.control.oauth import OAuthQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
@@ -64,6 +65,7 @@ class Principal:
     connection_name: str
     read_only: bool
     scope: str | None
+    resource: str | None = None  # an OAuth grant's RFC 8707 resource; None for a PAT
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def _connection(row: tuple[object, ...]) -> Connection:
     )
 
 
-class ControlPlane(AccountQueries):
+class ControlPlane(AccountQueries, OAuthQueries):
     def __init__(self, conn: apsw.Connection) -> None:
         self._conn = conn
 
@@ -295,13 +297,14 @@ class ControlPlane(AccountQueries):
             )
         return self.connection(target.id)
 
-    def authenticate(self, secret: str) -> Principal | None:
-        """The principal a bearer token speaks for, or None if it is unknown, expired or revoked."""
+    def authenticate(self, secret: str, *, now: str | None = None) -> Principal | None:
+        """The principal a bearer token speaks for, or None if it is unknown, expired (at ``now``,
+        default the current time) or revoked."""
         if not tokens.looks_like_token(secret):
             return None
         row = self._conn.execute(
             """
-            SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope
+            SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope, c.resource
             FROM tokens t
             JOIN connections c ON c.id = t.connection_id
             JOIN owners o ON o.id = c.owner_id
@@ -309,7 +312,7 @@ class ControlPlane(AccountQueries):
               AND t.revoked_at IS NULL AND c.revoked_at IS NULL AND o.disabled_at IS NULL
               AND (t.expires_at IS NULL OR t.expires_at > ?)
             """,
-            (tokens.hash_token(secret), utcnow()),
+            (tokens.hash_token(secret), now or utcnow()),
         ).fetchone()
         if row is None:
             return None
@@ -320,6 +323,7 @@ class ControlPlane(AccountQueries):
             connection_name=str(row[3]),
             read_only=bool(row[4]),
             scope=None if row[5] is None else str(row[5]),
+            resource=None if row[6] is None else str(row[6]),
         )
 
     def touch(self, connection_id: str) -> None:

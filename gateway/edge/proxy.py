@@ -24,6 +24,7 @@ import httpx
 
 from gateway import logs
 from gateway.auth.tokens import parse_bearer
+from gateway.control.oauth import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.ratelimit import RateLimiter
@@ -50,6 +51,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 METHODS = ("POST", "GET", "DELETE")
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
+SCOPE = "memory"
 _TOUCH_EVERY = 60.0
 _MAX_SESSIONS = 10_000
 
@@ -117,6 +119,7 @@ class McpProxy:
         max_body_bytes: int,
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.supervisor = supervisor
@@ -126,6 +129,7 @@ class McpProxy:
         self.max_body_bytes = max_body_bytes
         self.retry_after = retry_after
         self.clock = clock
+        self.wall_clock = wall_clock
         self._touched: dict[str, float] = {}
         self._log = logs.get()
 
@@ -197,13 +201,14 @@ class McpProxy:
             await self._forward(lease, method, upstream_headers, body, principal, session_id, receive, send)
 
     def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
-        """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too)."""
-        metadata = base + RESOURCE_METADATA_PATH
+        """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too).
+        An OAuth token must have been issued for this gateway's ``/mcp`` resource (RFC 8707)."""
+        metadata, resource = base + RESOURCE_METADATA_PATH, base + "/mcp"
         header = hdr.get(raw_headers, b"authorization")
         token = parse_bearer(header)
         if token is None:
-            raise Unauthorized(missing_token_message(header, base), resource_metadata=metadata)
-        principal = self.store.authenticate(token)
+            raise Unauthorized(missing_token_message(header, base), resource_metadata=metadata, scope=SCOPE)
+        principal = self.store.authenticate(token, now=iso(self.wall_clock()))
         if principal is None:
             self.store.audit(
                 "auth.denied",
@@ -211,9 +216,29 @@ class McpProxy:
                 detail={"reason": "unknown, expired or revoked token", "prefix": token[:16]},
             )
             raise Unauthorized(
-                "the bearer token is unknown, expired or revoked",
+                "the bearer token is unknown, expired or revoked; sign in again or create a new token",
                 resource_metadata=metadata,
                 error="invalid_token",
+                scope=SCOPE,
+            )
+        if principal.resource is not None and principal.resource != resource:
+            self.store.audit(
+                "auth.denied",
+                owner_id=principal.owner_id,
+                workspace_id=principal.workspace_id,
+                connection_id=principal.connection_id,
+                remote=remote,
+                detail={
+                    "reason": "token audience mismatch",
+                    "audience": principal.resource,
+                    "resource": resource,
+                },
+            )
+            raise Unauthorized(
+                f"this token was issued for {principal.resource}, not {resource}",
+                resource_metadata=metadata,
+                error="invalid_token",
+                scope=SCOPE,
             )
         return principal
 
