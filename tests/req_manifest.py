@@ -80,7 +80,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "engine:surface": None,
     # §10 the gateway
     "gw:signin": None,
-    "gw:oauth": Deferred(14),
+    "gw:oauth": None,
     "gw:pat": None,
     "gw:route": None,
     "gw:spawn": None,

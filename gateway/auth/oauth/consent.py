@@ -83,6 +83,7 @@ async def _page(
         "read_only": False,
         "scope": "",
         "error": None,
+        "info": None,
     }
     context.update(values)
     return render(request, "consent.html", status_code=status, **context)
