@@ -14,7 +14,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth.oauth import cimd
-from gateway.auth.oauth.config import CimdPolicy
+from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
+from gateway.auth.oauth.provider import Provider
+from gateway.control.oauth import TokenLifetimes
+from gateway.control.store import ControlPlane
+from gateway.edge.headers import OriginPolicy
 from tests.gateway.inproc import serving
 
 pytestmark = pytest.mark.anyio
@@ -27,11 +31,15 @@ def _doc(client_id: str, **extra: object) -> dict[str, object]:
     return {"client_id": client_id, "client_name": "Local", "redirect_uris": ["http://127.0.0.1/cb"], **extra}
 
 
+FETCHES: list[str] = []
+
+
 @pytest.fixture
 async def docs() -> AsyncIterator[str]:
     hang = anyio.Event()
 
     async def good(request: Request) -> Response:
+        FETCHES.append(str(request.url))
         return JSONResponse(_doc(str(request.url)), headers={"Cache-Control": "max-age=120"})
 
     async def wrong_id(request: Request) -> Response:
@@ -116,3 +124,21 @@ def test_client_id_urls_and_documents_are_checked() -> None:
     assert cimd.cache_seconds("no-store") == cimd.MIN_CACHE
     assert cimd.cache_seconds("max-age=999999") == cimd.MAX_CACHE
     assert cimd.cache_seconds(None) == cimd.DEFAULT_CACHE
+
+
+@pytest.mark.req("gw:oauth")
+async def test_the_provider_caches_a_document_until_its_max_age(docs: str, store: ControlPlane) -> None:
+    clock = [1_900_000_000.0]
+    config = OAuthConfig(TokenLifetimes(60, 3600), code_ttl=60, unused_client_ttl=60, cimd=OPEN)
+    policy = OriginPolicy(public_url=None, origins=frozenset(), hosts=frozenset(), loopback=True)
+    provider = Provider(OAuthServer(store, config, policy, lambda: clock[0]), "http://127.0.0.1")
+    client_id = docs + "/good.json"
+    FETCHES.clear()
+    first = await provider.client(client_id)
+    assert first is not None and first.client_name == "Local"
+    await provider.client(client_id)
+    assert len(FETCHES) == 1
+    clock[0] += 121
+    await provider.client(client_id)
+    assert len(FETCHES) == 2
+    assert await provider.get_client(docs + "/wrong.json") is None

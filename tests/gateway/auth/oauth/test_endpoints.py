@@ -142,6 +142,7 @@ async def test_registration_gives_public_clients_and_no_secret(server: Server) -
     assert record["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in record
     assert server.store.oauth_client(record["client_id"]) is not None
+    assert any(e.kind == "oauth.register" for e in server.store.audit_events())
     bad = await server.http.post("/register", json={"redirect_uris": ["http://evil.example/cb"]})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_redirect_uri"
     empty = await server.http.post("/register", json={"client_name": "x"})
@@ -281,6 +282,7 @@ async def test_mcp_refuses_expired_tokens_and_tokens_for_another_resource(server
     assert any(e.detail.get("reason") == "token audience mismatch" for e in server.store.audit_events())
 
     ours = (await _exchange(server, client_id, _code(server, client_id, challenge), verifier)).json()
+    assert (await _mcp(server, ours["refresh_token"])).status_code == 401  # a refresh token is no bearer
     server.clock.now += 3601
     expired = await _mcp(server, ours["access_token"])
     assert expired.status_code == 401 and 'error="invalid_token"' in expired.headers["www-authenticate"]
