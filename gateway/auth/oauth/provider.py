@@ -89,9 +89,9 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
             "redirect_explicit": params.redirect_uri_provided_explicitly,
             "resource": self.resource,
         }
-        request_id = self.server.store.save_request(
-            client.client_id, pending, now=self._now(), ttl=CONSENT_TTL
-        )
+        now = self._now()
+        self.server.store.collect_garbage(now=now, unused_client_age=self.server.config.unused_client_ttl)
+        request_id = self.server.store.save_request(client.client_id, pending, now=now, ttl=CONSENT_TTL)
         return f"{self.issuer}/consent?request={request_id}"
 
     async def load_authorization_code(
