@@ -45,8 +45,12 @@ def test_protected_resource_metadata(client: TestClient) -> None:
             doc = client.get(path).json()
             assert doc["resource"] == "http://testserver/mcp"
             assert doc["bearer_methods_supported"] == ["header"]
+            assert doc["authorization_servers"] == ["http://testserver"]
         www = client.post("/mcp", json={}).headers["www-authenticate"]
-        assert www == 'Bearer resource_metadata="http://testserver/.well-known/oauth-protected-resource/mcp"'
+        assert www == (
+            'Bearer resource_metadata="http://testserver/.well-known/oauth-protected-resource/mcp", '
+            'scope="memory"'
+        )
 
 
 @pytest.mark.req("gw:ops")

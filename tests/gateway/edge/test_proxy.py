@@ -105,7 +105,8 @@ def test_401_points_at_the_resource_metadata_and_denials_are_audited(setup: Setu
     r = setup.client.post("/mcp", json=BODY)
     assert r.status_code == 401
     assert r.headers["www-authenticate"] == (
-        'Bearer resource_metadata="http://testserver/.well-known/oauth-protected-resource/mcp"'
+        'Bearer resource_metadata="http://testserver/.well-known/oauth-protected-resource/mcp", '
+        'scope="memory"'
     )
     assert r.json()["error"]["code"] == "invalid_token"
     setup.store.revoke(setup.owner_id, "Claude on laptop")
