@@ -10,9 +10,12 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlencode
 
+import httpx
 from playwright.sync_api import Page, sync_playwright
 
+from tests.gateway.auth.oauth.flow import pkce
 from tests.gateway.e2e import Gateway, start_gateway
 from tests.gateway.web.browser import launch
 
@@ -52,11 +55,31 @@ def shot_new_token(gateway: Gateway, page: Page) -> None:
     page.get_by_label("Name").fill("Claude Code on laptop")
 
 
+def shot_consent(gateway: Gateway, page: Page) -> None:
+    """The consent page for a client (registered as Claude would) asking to connect."""
+    sign_in(gateway, page)
+    callback = "https://claude.ai/api/mcp/auth_callback"
+    registered = httpx.post(
+        gateway.url + "/register", json={"client_name": "Claude", "redirect_uris": [callback]}, timeout=30
+    ).json()
+    query = {
+        "response_type": "code",
+        "client_id": registered["client_id"],
+        "redirect_uri": callback,
+        "code_challenge": pkce()[1],
+        "code_challenge_method": "S256",
+        "state": "screenshot",
+    }
+    page.goto(gateway.url + "/authorize?" + urlencode(query))
+    page.wait_for_url(gateway.url + "/consent?**")
+
+
 SHOTS: dict[str, Shot] = {
     "sign-in": shot_signin,
     "sign-up": shot_signup,
     "home": shot_home,
     "new-token": shot_new_token,
+    "consent": shot_consent,
 }
 
 
