@@ -101,7 +101,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "perf:write": None,
     "perf:gateway": None,
     "perf:cold-start": None,
-    "perf:rebuild": Deferred(9),
+    "perf:rebuild": None,
     "perf:memory": None,
     "quality:locomo": None,
     "quality:honest-miss": None,

@@ -113,3 +113,15 @@ def test_latency_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "## Gateway\nkept" in text and "get_context hybrid" in text and "remember" in text
     assert latency.main([*args, "--large-chunks", "0", "--write-docs"]) == 0
     assert (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8").count(latency.START) == 1
+
+
+@pytest.mark.req("perf:rebuild")
+def test_rebuild_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import rebuild
+
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Gateway\nkept\n", encoding="utf-8")
+    monkeypatch.setattr(rebuild, "DOCS", docs)
+    assert rebuild.main(["--notes", "3", "--chars", "2000", "--facts", "5", "--write-docs"]) == 0
+    text = docs.read_text(encoding="utf-8")
+    assert "## Gateway\nkept" in text and "--reindex`, whole process" in text
