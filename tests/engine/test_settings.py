@@ -112,5 +112,5 @@ def test_the_engine_logs_a_discarded_layer_and_status_shows_it(
     ws.mkdir()
     (ws / S.WORKSPACE_FILE).write_text(json.dumps({"half_life_days": -1}))
     with caplog.at_level(logging.WARNING, logger="almanac.engine"):
-        assert main(["--reindex", "--dir", str(ws), "--embedding-provider", "off"]) == 0
+        assert main(["--reindex", "--create", "--dir", str(ws), "--embedding-provider", "off"]) == 0
     assert any("workspace settings were ignored" in r.getMessage() for r in caplog.records)

@@ -186,13 +186,14 @@ def test_a_half_finished_fold_is_not_counted_twice(tmp_path: Path) -> None:
 def test_decay_reorders_comparable_matches_but_never_sinks_a_strong_one(tmp_path: Path) -> None:
     clock = Clock(T0)
     with aged_engine(tmp_path / "ws", clock, {"half_life_days": 3650}) as e:
-        cited = e.memory.remember(CALLER, "Pelican deploys use the blue pipeline.").id
+        # no shared name: the graph step would return (and so cite) the other note with the "blue" one
+        cited = e.memory.remember(CALLER, "The pelican deploys use the blue pipeline.").id
         clock.set(day(1))
         strong_old = e.memory.remember(
             CALLER, "Cormorant rollback: cormorant rollback runbook for the cormorant rollback."
         ).id
         clock.set(day(1000))
-        newer = e.memory.remember(CALLER, "Pelican deploys use the green pipeline.").id
+        newer = e.memory.remember(CALLER, "The pelican deploys use the green pipeline.").id
         clock.set(day(2900))
         assert note_ids(e.recall.get_context(CALLER, "blue"))[0] == cited  # cited: its clock restarts
         clock.set(day(3000))

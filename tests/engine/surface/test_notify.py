@@ -61,7 +61,8 @@ def test_set_level_then_writes_are_logged_at_the_level_asked(tmp_path: Path) -> 
         capabilities, quiet, receipt = anyio.run(go)
     assert capabilities.logging is not None
     assert quiet == []
-    said = [(m.level, m.logger, m.data) for m in logs]
+    # "matched by words only" (notice) appears only while embeddings have not caught up: timing
+    said = [(m.level, m.logger, m.data) for m in logs if "matched by words only" not in str(m.data)]
     assert said[0] == ("info", "almanac", f"remember: store fact {receipt['id']}")
     assert said[1][0] == "debug" and said[1][2].startswith("get_context: ")
     assert said[2][0] == "info" and said[2][2].startswith("restore_memory: refused: ")
