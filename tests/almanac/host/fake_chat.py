@@ -8,7 +8,6 @@ that echoes the user's message. ``"500"`` and ``"hang"`` script failures.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from almanac.host import EXTRACTION_PROMPT
+from tests.threaded import serving_in_thread
 
 
 @dataclass
@@ -64,17 +63,8 @@ class FakeChat:
 def running_fake_chat() -> Iterator[FakeChat]:
     fake = FakeChat()
     app = Starlette(routes=[Route("/v1/chat/completions", fake.completions, methods=["POST"])])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    fake.port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serving_in_thread(app) as fake.port:
+        try:
+            yield fake
+        finally:
+            fake.release.set()

@@ -18,7 +18,6 @@ Tests script its answers with :attr:`FakeVertex.plan` (``"429"``, ``"hang"``, ``
 from __future__ import annotations
 
 import hashlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -28,11 +27,12 @@ from typing import Any
 
 import anyio
 import numpy as np
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from tests.threaded import serving_in_thread
 
 PREDICT = "/v1beta1/projects/{project}/locations/{location}/publishers/google/models/{model}:predict"
 
@@ -110,19 +110,8 @@ def running_fake_vertex() -> Iterator[FakeVertex]:
     app = Starlette(
         routes=[Route(PREDICT, fake.predict, methods=["POST"]), Route("/token", fake.token, methods=["POST"])]
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections queue from here on, so no wait for startup is needed
-    fake.port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", ws="none", lifespan="off", timeout_graceful_shutdown=2)
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serving_in_thread(app) as fake.port:
+        try:
+            yield fake
+        finally:
+            fake.release.set()
