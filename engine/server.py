@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -45,9 +45,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
-from engine import maintenance
+from engine import admin, maintenance
 from engine import settings as engine_settings
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed import Embedder, make_embedder
@@ -205,9 +205,11 @@ SOCKET_SECURITY = TransportSecuritySettings(
 )
 
 
-def socket_app(mcp: MCPServer) -> Starlette:
+def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """MCP at ``/mcp``, plus ``/healthz`` and the owner's ``/admin`` routes (the gateway forwards
+    only ``/mcp`` from clients; it calls the others itself)."""
     app = mcp.streamable_http_app(transport_security=SOCKET_SECURITY)
-    app.router.routes.insert(0, Route("/healthz", healthz, methods=["GET"]))
+    app.router.routes[:0] = [Route("/healthz", healthz, methods=["GET"]), *admin_routes]
     return app
 
 
@@ -227,10 +229,10 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def serve_socket(mcp: MCPServer, path: str) -> None:
+def serve_socket(mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = ()) -> None:
     sock = _bind(path)
     config = uvicorn.Config(
-        socket_app(mcp),
+        socket_app(mcp, admin_routes),
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,
@@ -347,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.stdio:
                     anyio.run(mcp.run_stdio_async)
                 else:
-                    serve_socket(mcp, args.socket)
+                    parts = admin.Parts(workspace=workspace, memory=memory, indexer=indexer)
+                    serve_socket(mcp, args.socket, admin.routes(parts))
             finally:
                 ageing.stop()
         finally:

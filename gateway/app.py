@@ -36,7 +36,7 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
-from gateway.web import account, oidc, tokens
+from gateway.web import account, memories, oidc, tokens
 from gateway.web.render import STATIC
 
 
@@ -228,6 +228,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             *oauth_routes.routes(oauth),
             *rest.routes(),
             *account.routes(),
+            *memories.routes(),
             *tokens.routes(),
             *sign_in_with,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),

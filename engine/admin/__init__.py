@@ -1,0 +1,63 @@
+"""The owner's admin surface, served on the engine's Unix socket under ``/admin`` (never on ``/mcp``).
+
+Agents never reach it: the gateway forwards only ``/mcp`` from clients and calls these routes itself
+for a signed-in owner. Each concept is one module exposing ``routes(parts) -> list[BaseRoute]``;
+this module composes them (add yours with one line in :func:`routes`). Replies are JSON; a refusal
+is ``{"error": {"code", "message"}}`` with status 400 (bad input), 404 (no such memory) or 409 (not
+allowed in this state), built by :func:`refusal` from the engine's one error tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute
+
+from engine.errors import EngineError, Forbidden, InvalidInput, NotFound
+from engine.index.indexer import Indexer
+from engine.memory import Memory
+from engine.store.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What admin routes may use: the running engine's store, memory service and index."""
+
+    workspace: Workspace
+    memory: Memory
+    indexer: Indexer | None = None
+
+
+def refusal(exc: EngineError) -> JSONResponse:
+    """An engine error as the admin surface's JSON refusal (the tools' stable codes)."""
+    status = 400 if isinstance(exc, InvalidInput) else 404 if isinstance(exc, NotFound) else 409
+    if isinstance(exc, Forbidden):
+        status = 403
+    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=status)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def refusing(endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` with every :class:`EngineError` it raises answered as a :func:`refusal`."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except EngineError as exc:
+            return refusal(exc)
+
+    return wrapped
+
+
+def routes(parts: Parts) -> list[BaseRoute]:
+    """Every ``/admin`` route (one line per concept)."""
+    from engine.admin import memories
+
+    return [
+        *memories.routes(parts),
+    ]

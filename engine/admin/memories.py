@@ -1,0 +1,183 @@
+"""``GET /admin/memories``: the owner's listing of a workspace, every memory whatever its state.
+
+Listing is pure over a snapshot of the store (:func:`rows`, :func:`select`, :func:`parse_query`);
+the owner sees what agents cannot (retired and archived memories too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import date, datetime
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from engine.admin import Parts, refusing
+from engine.errors import InvalidInput
+from engine.store.model import State
+from engine.store.workspace import Workspace
+
+KINDS = ("fact", "note", "log")
+STATES = tuple(s.value for s in State)
+MAX_LIMIT = 200
+PREVIEW = 300
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    kind: str
+    text: str
+    state: str
+    scope: str | None
+    source: str | None
+    created: str
+    current: bool | None = None  # facts: whether a value is current (a superseded-away fact is not)
+
+
+@dataclass(frozen=True)
+class Query:
+    kind: str | None = None
+    state: str | None = None
+    scope: str | None = None
+    source: str | None = None
+    text: str | None = None
+    since: date | None = None
+    until: date | None = None
+    offset: int = 0
+    limit: int = 50
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat().replace("+00:00", "Z") if moment else ""
+
+
+def rows(ws: Workspace) -> list[Row]:
+    """Every memory in the store, one row each (a fact is one row, showing its latest value)."""
+    found: list[Row] = []
+    with ws.lock:
+        for record in ws.facts.records.values():
+            if not record.values:
+                continue
+            last = record.values[-1]
+            found.append(
+                Row(
+                    id=record.fact_id,
+                    kind="fact",
+                    text=f"{last.subject} · {last.predicate}: {last.object}",
+                    state="retired" if record.retired else "live",
+                    scope=record.scope,
+                    source=last.source.name if last.source else None,
+                    created=_iso(record.values[0].valid_from),
+                    current=record.current is not None,
+                )
+            )
+        for note_record in ws.notes.values():
+            note = note_record.note
+            found.append(
+                Row(
+                    id=note.id,
+                    kind="note",
+                    text=note.body,
+                    state=note_record.state.value,
+                    scope=note.scope,
+                    source=note.source.name if note.source else None,
+                    created=_iso(note.created),
+                )
+            )
+        for log_record in ws.logs.values():
+            entry = log_record.entry
+            found.append(
+                Row(
+                    id=entry.id,
+                    kind="log",
+                    text=entry.text,
+                    state=log_record.state.value,
+                    scope=entry.scope,
+                    source=entry.source.name if entry.source else None,
+                    created=_iso(entry.time),
+                )
+            )
+    return found
+
+
+def select(all_rows: list[Row], query: Query) -> tuple[list[Row], int]:
+    """The rows matching ``query``, newest first, one page of them, and how many matched in all."""
+    needle = query.text.casefold() if query.text else None
+    source = query.source.casefold() if query.source else None
+
+    def keep(row: Row) -> bool:
+        day = date.fromisoformat(row.created[:10]) if row.created else None
+        return (
+            (query.kind is None or row.kind == query.kind)
+            and (query.state is None or row.state == query.state)
+            and (query.scope is None or row.scope == query.scope)
+            and (source is None or (row.source or "").casefold() == source)
+            and (needle is None or needle in row.text.casefold() or needle == row.id.casefold())
+            and (query.since is None or (day is not None and day >= query.since))
+            and (query.until is None or (day is not None and day <= query.until))
+        )
+
+    matched = sorted((r for r in all_rows if keep(r)), key=lambda r: (r.created, r.id), reverse=True)
+    return matched[query.offset : query.offset + query.limit], len(matched)
+
+
+def _choice(params: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
+    value = params.get(name) or None
+    if value is not None and value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def _day(params: Mapping[str, str], name: str) -> date | None:
+    value = params.get(name) or None
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a date, YYYY-MM-DD, not {value!r}") from None
+
+
+def _count(params: Mapping[str, str], name: str, default: int, high: int) -> int:
+    value = params.get(name) or None
+    if value is None:
+        return default
+    if not value.isdigit() or not 0 <= int(value) <= high:
+        raise InvalidInput(f"{name} must be a whole number from 0 to {high}, not {value!r}")
+    return int(value)
+
+
+def parse_query(params: Mapping[str, str]) -> Query:
+    """A :class:`Query` from request parameters; a bad one raises ``InvalidInput`` saying what to fix."""
+    return Query(
+        kind=_choice(params, "kind", KINDS),
+        state=_choice(params, "state", STATES),
+        scope=params.get("scope") or None,
+        source=params.get("source") or None,
+        text=(params.get("q") or "").strip() or None,
+        since=_day(params, "since"),
+        until=_day(params, "until"),
+        offset=_count(params, "offset", 0, 10**9),
+        limit=max(_count(params, "limit", 50, MAX_LIMIT), 1),
+    )
+
+
+def routes(parts: Parts) -> list[BaseRoute]:
+    @refusing
+    async def list_memories(request: Request) -> Response:
+        query = parse_query(request.query_params)
+        everything = rows(parts.workspace)
+        page, total = select(everything, query)
+        items = [{**asdict(r), "text": r.text[:PREVIEW]} for r in page]
+        facets = {
+            "scopes": sorted({r.scope for r in everything if r.scope}),
+            "sources": sorted({r.source for r in everything if r.source}),
+        }
+        return JSONResponse(
+            {"items": items, "total": total, "offset": query.offset, "limit": query.limit, "facets": facets}
+        )
+
+    return [Route("/admin/memories", list_memories, methods=["GET"])]

@@ -1,0 +1,47 @@
+"""The gateway's calls to an engine's owner-only ``/admin`` routes (never reachable from ``/mcp``).
+
+One generic call, :func:`admin_call`, plus one small function per admin concept. A refusal comes back
+as a :class:`~gateway.engines.calls.ToolRefusal` carrying the engine's stable code and message, like
+a tool's; anything else unexpected is :class:`~gateway.errors.EngineUnreachable`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from gateway.engines.calls import ToolRefusal
+from gateway.errors import EngineUnreachable
+
+REFUSALS = (400, 403, 404, 409)
+
+
+async def admin_call(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    *,
+    params: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any] | ToolRefusal:
+    """``method path`` on the engine behind ``client``: its JSON reply or its refusal."""
+    try:
+        response = await client.request(method, path, params=params, json=body, headers={"host": "localhost"})
+    except httpx.TransportError as exc:
+        raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
+    if response.status_code in REFUSALS:
+        try:
+            error = response.json()["error"]
+            return ToolRefusal(str(error["code"]), str(error["message"]))
+        except (ValueError, KeyError, TypeError):
+            pass
+    if response.status_code != 200:
+        raise EngineUnreachable(f"the engine answered {response.status_code}; try again", retry_after=1)
+    reply: dict[str, Any] = response.json()
+    return reply
+
+
+async def list_memories(client: httpx.AsyncClient, params: dict[str, str]) -> dict[str, Any] | ToolRefusal:
+    """One page of the owner's listing (``GET /admin/memories``)."""
+    return await admin_call(client, "GET", "/admin/memories", params=params)

@@ -1,0 +1,120 @@
+"""``/memories`` (issue 12, the Memories page): the owner browses, searches, views, retires and
+restores what agents remember — over HTTP and in a real browser."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from playwright.sync_api import Page
+
+from tests.gateway.e2e import Gateway
+from tests.gateway.web.conftest import Site, csrf_of, running_site
+from tests.gateway.web.test_account import sign_up
+from tests.gateway.web.test_pages import PASSWORD, assert_accessible
+
+pytestmark = pytest.mark.req("life:retire")
+
+
+def rest(url: str, token: str, path: str, body: dict[str, object]) -> dict[str, object]:
+    r = httpx.post(
+        url + "/api/v1" + path, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    assert r.status_code == 200, r.text
+    result: dict[str, object] = r.json()
+    return result
+
+
+def token_for(site: Site, email: str) -> str:
+    owner = site.store.owner_by_email(email)
+    workspace = site.store.workspaces(owner.id)[0]
+    _, secret = site.store.create_pat(owner.id, workspace.id, "Claude Code on laptop")
+    return secret
+
+
+@pytest.mark.anyio
+async def test_browse_search_view_retire_restore_over_http(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        assert (await client.get("/memories")).headers["location"] == "/login?next=%2Fmemories"
+        await sign_up(client, "ada@example.com")
+        token = token_for(site, "ada@example.com")
+        note = await anyio.to_thread.run_sync(
+            lambda: rest(site.url, token, "/memories", {"statement": "The standup moved to 9:30."})
+        )
+        for value in ("MySQL", "Postgres"):
+            fact: dict[str, object] = {"subject": "Fjord", "predicate": "database", "object": value}
+            await anyio.to_thread.run_sync(rest, site.url, token, "/facts", fact)
+
+        listing = await client.get("/memories")
+        assert listing.status_code == 200 and "2 memories" in listing.text
+        assert "The standup moved to 9:30." in listing.text and "Fjord · database: Postgres" in listing.text
+        assert "Claude Code on laptop" in listing.text
+        found = await client.get("/memories", params={"q": "standup"})
+        assert "1 memory" in found.text and "Postgres" not in found.text
+        bad = await client.get("/memories", params={"since": "last week"})
+        assert bad.status_code == 400 and "since must be a date, YYYY-MM-DD" in bad.text
+
+        fact_id = re.search(r'href="/memories/(fct_[^?"]+)', listing.text)
+        assert fact_id is not None
+        history = await client.get(f"/memories/{fact_id.group(1)}")
+        assert history.status_code == 200
+        assert history.text.index("MySQL") < history.text.index("Postgres")  # oldest first
+
+        view = await client.get(f"/memories/{note['id']}")
+        assert view.status_code == 200 and "The standup moved to 9:30." in view.text
+        form = {"csrf_token": csrf_of(view.text), "workspace": "default", "reason": "moved again"}
+        retired = await client.post(f"/memories/{note['id']}/retire", data=form)
+        assert retired.status_code == 303
+        after = await client.get(retired.headers["location"])
+        assert "Retired: agents no longer see it." in after.text and "Restore" in after.text
+        only_retired = await client.get("/memories", params={"state": "retired"})
+        assert "1 memory" in only_retired.text and "The standup moved" in only_retired.text
+        restored = await client.post(f"/memories/{note['id']}/restore", data={**form})
+        assert "Restored exactly as it was." in (await client.get(restored.headers["location"])).text
+
+
+@pytest.mark.anyio
+@pytest.mark.req("sec:authz", "gw:isolation")
+async def test_no_csrf_no_change_and_no_other_owners_memory(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as ada, site.client() as bob:
+        await sign_up(ada, "ada@example.com")
+        await sign_up(bob, "bob@example.com")
+        token = token_for(site, "ada@example.com")
+        note = await anyio.to_thread.run_sync(
+            lambda: rest(site.url, token, "/memories", {"statement": "Ada's plan."})
+        )
+        forged = await ada.post(f"/memories/{note['id']}/retire", data={"csrf_token": "forged"})
+        assert forged.status_code == 403
+        assert "live" in (await ada.get(f"/memories/{note['id']}")).text
+        other = await bob.get(f"/memories/{note['id']}")
+        assert other.status_code == 404 and "Ada's plan." not in other.text
+        assert "Ada's plan." not in (await bob.get("/memories")).text
+        view = await bob.get("/memories")
+        attempt = await bob.post(f"/memories/{note['id']}/retire", data={"csrf_token": csrf_of(view.text)})
+        assert attempt.status_code == 400
+        assert "live" in (await ada.get(f"/memories/{note['id']}")).text
+
+
+def test_find_retire_and_restore_in_a_real_browser(site: Gateway, page: Page) -> None:
+    page.goto(site.url + "/signup")
+    page.get_by_label("Email").fill("cy@example.com")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_label("Password again").fill(PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url(site.url + "/")
+    token = site.token("cy@example.com", "Cursor")
+    rest(site.url, token, "/memories", {"statement": "Deploys happen on Fridays after the review."})
+    page.get_by_role("link", name="Memories").click()
+    assert_accessible(page)
+    page.get_by_label("Words or an id").fill("fridays")
+    page.get_by_role("button", name="Search").click()
+    page.get_by_role("link", name=re.compile("Deploys happen on Fridays")).click()
+    assert_accessible(page)
+    page.get_by_label("Why retire it? (optional)").fill("policy changed")
+    page.get_by_role("button", name="Retire").click()
+    assert page.get_by_role("status").inner_text().startswith("Retired")
+    page.get_by_role("button", name="Restore").click()
+    assert page.get_by_role("status").inner_text().startswith("Restored")
