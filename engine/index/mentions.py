@@ -19,7 +19,7 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Final
 
-from engine.recall.query import STOP_WORDS
+from engine.words import STOP_WORDS
 
 MONTHS: Final = (
     "january", "february", "march", "april", "may", "june",

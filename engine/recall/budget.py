@@ -2,10 +2,14 @@
 
 - Facts come first, best first, within their share of the budget (default one half, at most
   12 for a query / 20 without); whatever share they leave goes to notes.
-- When the notes do not all fit, keyword-only matches are dropped first (weakest first), then the
-  weakest meaning matches; the newest relevant match is never dropped — if it alone is too
-  big, its text is cut to fit.
-- Every dropped match still costs its id in the reply's ``dropped`` list, so that is counted too.
+- Notes keep the ranking's order, and when they do not all fit the *worst-ranked* leave first
+  (``recall:budget-order``): a better match is never dropped to keep a worse one unless the
+  budget forces it — a better match that is dropped would not fit beside the better ones kept.
+  After the cut, matches that were dropped are tried again best first, so room freed by a
+  large match is used by the smaller ones below it. The newest relevant match is never dropped —
+  if it alone is too big, its text is cut to fit.
+- Every dropped match still costs its id in the reply's ``dropped`` list (the first
+  :data:`MAX_DROPPED_IDS`, best first), so that is counted too.
 
 Token counts are estimates (:func:`estimate_tokens`): a quarter of the ASCII characters plus one
 per other character, which errs on the generous side for every tokenizer we know of. The sum of
@@ -65,6 +69,7 @@ class Plan:
     facts: tuple[str, ...]
     notes: tuple[str, ...]
     dropped: tuple[str, ...]
+    listed: tuple[str, ...]  # the dropped ids the reply names (best first, as many as fit)
     squeeze: tuple[str, int] | None  # (id, tokens it may use) when a protected note must be cut
     tokens: int
 
@@ -74,11 +79,17 @@ def _id_cost(memory_id: str) -> int:
 
 
 def drop_order(notes: Sequence[Entry]) -> list[Entry]:
-    """The order in which notes leave: keyword-only first, then the rest; weakest first within each."""
-    droppable = [n for n in notes if not n.protected]
-    keyword = sorted((n for n in droppable if n.reason == "keyword"), key=lambda n: n.score)
-    meaning = sorted((n for n in droppable if n.reason != "keyword"), key=lambda n: n.score)
-    return keyword + meaning
+    """The order in which notes leave: the worst-ranked first (``notes`` is in ranking order);
+    the protected note never leaves."""
+    return [n for n in reversed(notes) if not n.protected]
+
+
+def spent(fact_tokens: int, dropped_facts: Sequence[str], notes: Sequence[Entry], kept: set[str]) -> int:
+    """Tokens a reply uses with ``kept`` notes: facts, kept notes, and the ids it lists as dropped
+    (dropped facts, then dropped notes best first, at most :data:`MAX_DROPPED_IDS`)."""
+    dropped = [*dropped_facts, *(n.id for n in notes if n.id not in kept)]
+    listed = sum(_id_cost(i) for i in dropped[:MAX_DROPPED_IDS])
+    return fact_tokens + sum(n.tokens for n in notes if n.id in kept) + listed
 
 
 def pack(
@@ -89,34 +100,41 @@ def pack(
     facts_share: float = 0.5,
     max_facts: int = 12,
 ) -> Plan:
-    """Choose what fits in ``budget`` tokens (the envelope already paid for)."""
+    """Choose what fits in ``budget`` tokens (the envelope already paid for); ``notes`` is in
+    ranking order, best first."""
     fact_budget = int(budget * facts_share)
     chosen_facts: list[str] = []
-    dropped: list[str] = []
+    dropped_facts: list[str] = []
     used = 0
     for fact in facts:
         if len(chosen_facts) < max_facts and used + fact.tokens <= fact_budget:
             chosen_facts.append(fact.id)
             used += fact.tokens
         else:
-            dropped.append(fact.id)
-    dropped_cost = sum(_id_cost(i) for i in dropped[:MAX_DROPPED_IDS])
-    note_budget = budget - used - dropped_cost
-    kept = {n.id: n for n in notes}
-    total = sum(n.tokens for n in notes)
+            dropped_facts.append(fact.id)
+    kept = {n.id for n in notes}
+
+    def cost(ids: set[str]) -> int:
+        return spent(used, dropped_facts, notes, ids)
+
     for victim in drop_order(notes):
-        if total <= note_budget:
+        if cost(kept) <= budget:
             break
-        del kept[victim.id]
-        total -= victim.tokens
-        dropped.append(victim.id)
-        if len(dropped) <= MAX_DROPPED_IDS:
-            note_budget -= _id_cost(victim.id)
+        kept.discard(victim.id)
+    for note in notes:  # room a large match left behind goes to the smaller ones below it
+        if note.id not in kept and cost(kept | {note.id}) <= budget:
+            kept.add(note.id)
+    total = cost(kept)
     squeeze = None
-    if total > note_budget and kept:
-        (only,) = kept.values()  # everything droppable is gone: the protected note remains
-        squeeze = (only.id, max(note_budget, 0))
-        total = max(note_budget, 0)
-    order = [n.id for n in notes if n.id in kept]
-    spent = used + total + sum(_id_cost(i) for i in dropped[:MAX_DROPPED_IDS])
-    return Plan(tuple(chosen_facts), tuple(order), tuple(dropped), squeeze, spent)
+    if total > budget and kept:
+        (only,) = (n for n in notes if n.id in kept)  # everything droppable is gone
+        allowance = max(budget - (total - only.tokens), 0)
+        squeeze = (only.id, allowance)
+        total = total - only.tokens + allowance
+    order = tuple(n.id for n in notes if n.id in kept)
+    dropped = (*dropped_facts, *(n.id for n in notes if n.id not in kept))
+    listed = dropped[:MAX_DROPPED_IDS]
+    while total > budget and listed and squeeze is None:  # not even the ids fit: name fewer
+        total -= _id_cost(listed[-1])
+        listed = listed[:-1]
+    return Plan(tuple(chosen_facts), order, dropped, listed, squeeze, total)

@@ -142,13 +142,16 @@ class Recall:
         def visible(state: str, item_scope: str | None) -> bool:
             return shown(state, item_scope, scope, include_archived)
 
+        limit = limit or self.settings.notes_limit
         ranked = rank_chunks(
             self.db,
             query,
             vector,
             visible,
             depth=self.settings.depth,
-            limit=limit or self.settings.notes_limit,
+            # the last terms re-sort a window as wide as get_context's, whatever ``limit`` is: the
+            # first ten of a search and of get_context are then the same ten, in the same order
+            limit=max(limit, self.settings.notes_limit),
             weights=self.settings.weights,
             budget=self.settings.keyword_budget,
         )
@@ -162,8 +165,9 @@ class Recall:
         if self.ageing is not None:
             ageing, now = self.ageing, self.ageing.clock()
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
-        found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)
-        hits = found + tuple(graph_hits(self.db, found, visible, query))
+        found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)[:limit]
+        graph = sorted(graph_hits(self.db, found, visible, query), key=lambda h: -h.score)
+        hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 
     def facts(self, query: Query, qvec: np.ndarray[Any, Any] | None, scope: str | None) -> list[FactHit]:
@@ -250,7 +254,7 @@ class Recall:
         )
         by_id = {i["id"]: i for i in fact_items + note_items}
         notes = [by_id[i] for i in plan.notes]
-        dropped, dropped_ids = len(plan.dropped), list(plan.dropped[: B.MAX_DROPPED_IDS])
+        dropped, dropped_ids = len(plan.dropped), list(plan.listed)
         if plan.squeeze is not None:
             squeezed = [self._squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
             notes = [n for n in squeezed if n is not None]

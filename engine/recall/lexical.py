@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from engine.recall.query import STOP_WORDS, words_of
+from engine.recall.query import words_of
+from engine.words import STOP_WORDS
 
 BODY_WEIGHT = 0.8
 TAG_WEIGHT = 1.0

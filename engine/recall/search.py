@@ -124,12 +124,16 @@ def graph_hits(
 ) -> list[Hit]:
     """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, then memories that share a
     *rare* name with them (one the query does not name and few memories mention: a person,
-    place or thing the answer may continue in) — none already among the hits."""
+    place or thing the answer may continue in) — none already among the hits.
+
+    A graph item scores half its parent, but never above the last of ``hits``: they follow the
+    search's ranking, which they extend and never reorder."""
     sources = [h.memory for h in hits[:follow]]
     if not sources:
         return []
     have = {h.memory for h in hits}
     parents = {h.memory: h for h in hits}
+    floor = min(h.score for h in hits)
     out: list[Hit] = []
     links = db.links_from(sources)
     targets = {t for _, t in links if t not in have}
@@ -140,7 +144,7 @@ def graph_hits(
             continue
         have.add(target)
         parent = parents[src]
-        out.append(Hit(row, parent.score * 0.5, "graph", None, 0.0))
+        out.append(Hit(row, min(parent.score * 0.5, floor), "graph", None, 0.0))
     named = set(query.words) if query is not None else set()
     for parent in hits[:follow]:
         for name in parent.row.names.split():
@@ -154,5 +158,5 @@ def graph_hits(
                 if row.memory in have or not visible(row.state, row.scope) or len(out) >= most:
                     continue
                 have.add(row.memory)
-                out.append(Hit(row, parent.score * 0.5, "graph", None, 0.0))
+                out.append(Hit(row, min(parent.score * 0.5, floor), "graph", None, 0.0))
     return out

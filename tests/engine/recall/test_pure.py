@@ -84,22 +84,6 @@ def test_fusion_weights_priors_and_importance_only_reorders_near_ties() -> None:
 
 
 @pytest.mark.req("recall:budget-order")
-def test_keyword_only_matches_leave_first_then_the_weakest_meaning_matches() -> None:
-    notes = [
-        B.Entry("nte_best", 100, 3.0, "both"),
-        B.Entry("nte_kw_strong", 100, 2.5, "keyword"),
-        B.Entry("nte_sem", 100, 2.0, "semantic"),
-        B.Entry("nte_kw_weak", 100, 1.0, "keyword"),
-        B.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
-    ]
-    plan = B.pack([], notes, 250, facts_share=0.5)
-    assert plan.dropped[:2] == ("nte_kw_weak", "nte_kw_strong")
-    assert "nte_newest" in plan.notes  # the newest relevant match is always kept
-    assert plan.notes == ("nte_best", "nte_newest") and plan.dropped[2] == "nte_sem"
-    assert plan.tokens <= 250
-
-
-@pytest.mark.req("recall:budget-order")
 def test_facts_come_first_within_their_share_and_leave_the_rest_to_notes() -> None:
     facts = [B.Entry(f"fct_{i}", 60, 1.0, "fact") for i in range(5)]
     notes = [B.Entry(f"nte_{i}", 60, 1.0, "both") for i in range(5)]

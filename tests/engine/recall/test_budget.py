@@ -1,0 +1,90 @@
+"""Packing keeps the ranking (``recall:budget-order``): properties of ``engine.recall.budget.pack``."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.recall import budget as B
+
+
+def _notes(sizes: list[int], protected: int | None = None) -> list[B.Entry]:
+    """Notes in ranking order (best first), scores falling, reasons alternating."""
+    reasons = ("both", "keyword", "semantic")
+    return [
+        B.Entry(f"nte_{i:02d}", size, 10.0 - i * 0.1, reasons[i % 3], protected=i == protected)
+        for i, size in enumerate(sizes)
+    ]
+
+
+@pytest.mark.req("recall:budget-order")
+def test_the_worst_ranked_leave_first_whatever_matched_them() -> None:
+    notes = [
+        B.Entry("nte_best", 100, 3.0, "both"),
+        B.Entry("nte_kw_strong", 100, 2.5, "keyword"),
+        B.Entry("nte_sem", 100, 2.0, "semantic"),
+        B.Entry("nte_kw_weak", 100, 1.0, "keyword"),
+        B.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
+    ]
+    plan = B.pack([], notes, 330, facts_share=0.5)
+    # a keyword-only match ranked above a meaning match stays while that one leaves
+    assert plan.notes == ("nte_best", "nte_kw_strong", "nte_newest")
+    assert plan.dropped == ("nte_sem", "nte_kw_weak")  # listed best first
+    assert plan.tokens <= 330
+
+
+@pytest.mark.req("recall:budget-order")
+def test_room_a_large_match_leaves_goes_to_smaller_ones_below_it() -> None:
+    notes = [B.Entry("nte_a", 100, 3.0, "both"), B.Entry("nte_big", 400, 2.0, "both")]
+    notes.append(B.Entry("nte_small", 50, 1.0, "keyword"))
+    plan = B.pack([], notes, 200)
+    assert plan.notes == ("nte_a", "nte_small") and plan.dropped == ("nte_big",)
+
+
+@pytest.mark.req("recall:budget-order")
+def test_everything_fits_then_nothing_moves() -> None:
+    notes = _notes([40, 80, 10, 60])
+    plan = B.pack([], notes, 1000)
+    assert plan.notes == tuple(n.id for n in notes) and plan.dropped == ()
+
+
+@pytest.mark.req("recall:budget-order")
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=1, max_size=20),
+    fact_sizes=st.lists(st.integers(1, 200), max_size=5),
+    budget=st.integers(20, 3000),
+    protect=st.one_of(st.none(), st.integers(0, 19)),
+)
+def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_kept(
+    sizes: list[int], fact_sizes: list[int], budget: int, protect: int | None
+) -> None:
+    protected = protect if protect is not None and protect < len(sizes) else None
+    notes = _notes(sizes, protected)
+    facts = [B.Entry(f"fct_{i}", s, 1.0, "fact") for i, s in enumerate(fact_sizes)]
+    plan = B.pack(facts, notes, budget)
+    rank = {n.id: i for i, n in enumerate(notes)}
+    kept = set(plan.notes)
+    # the ranking's order is kept, and every note is either kept or listed as dropped
+    assert list(plan.notes) == sorted(plan.notes, key=rank.__getitem__)
+    assert kept | {d for d in plan.dropped if d.startswith("nte_")} == set(rank)
+    if protected is not None:
+        assert notes[protected].id in kept  # the newest relevant match is always kept
+    used = sum(f.tokens for f in facts if f.id in plan.facts)
+    dropped_facts = [d for d in plan.dropped if d.startswith("fct_")]
+    if plan.squeeze is None and kept:
+        assert plan.tokens == B.spent(used, dropped_facts, notes, kept) <= budget
+    elif plan.squeeze is None:  # nothing kept: as many dropped ids are named as fit
+        assert plan.tokens <= max(budget, used) and plan.listed == plan.dropped[: len(plan.listed)]
+    else:  # only the protected note is left, cut to what remains
+        assert plan.notes == (plan.squeeze[0],) and plan.tokens <= max(budget, plan.tokens)
+        return
+    for note in notes:
+        if note.id in kept:
+            continue
+        # a dropped note would not fit even beside only the better notes kept (and the protected one)
+        better = {k for k in kept if rank[k] < rank[note.id]} | (
+            {notes[protected].id} if protected is not None else set()
+        )
+        assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
