@@ -15,6 +15,7 @@ import apsw
 from gateway.auth import tokens
 from gateway.control.accounts import AccountQueries
 from gateway.control.clock import utcnow
+from gateway.control.erasure import ErasureQueries
 from gateway.control.migrate import load_migrations, migrate
 from gateway.control.oauth import OAuthQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
@@ -105,7 +106,7 @@ def _connection(row: tuple[object, ...]) -> Connection:
     )
 
 
-class ControlPlane(AccountQueries, OAuthQueries):
+class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
     def __init__(self, conn: apsw.Connection) -> None:
         self._conn = conn
 

@@ -40,6 +40,7 @@ from gateway.errors import (
     EngineCrashLoop,
     EngineStartFailed,
     EngineStartTimeout,
+    WorkspaceNotFound,
     WorkspaceUnavailable,
 )
 from gateway.metrics import Metrics
@@ -136,6 +137,7 @@ class Supervisor:
         self.metrics = metrics
         self._clock = clock
         self._slots: dict[str, Slot] = {}
+        self._retired: set[str] = set()
         self._tg: TaskGroup | None = None
         self._log = logs.get()
         self._spare = (
@@ -222,6 +224,8 @@ class Supervisor:
         async with slot.lock:
             if slot.state is State.RUNNING:
                 return
+            if slot.workspace_id in self._retired:
+                raise WorkspaceNotFound("this workspace has been erased")
             gate = policy.start_gate(self.config.restart, slot.failures, self._clock())
             if gate.verdict == "crash_loop":
                 raise EngineCrashLoop(
@@ -403,6 +407,19 @@ class Supervisor:
                 reason=reason,
                 returncode=returncode,
             )
+
+    async def retire(self, workspace_id: str, *, reason: str = "erase") -> None:
+        """Stop the workspace's engine for good (its folder is about to be deleted): a start under
+        way is waited for, the engine is stopped even with calls in flight, and it is never started
+        again by this supervisor (a lease raises :class:`WorkspaceNotFound`)."""
+        self._retired.add(workspace_id)
+        slot = self._slots.get(workspace_id)
+        if slot is None:
+            return
+        async with slot.lock:
+            pass  # a start under way finishes first; no new one begins
+        await self._stop_slot(slot, reason=reason, force=True)
+        self._slots.pop(workspace_id, None)
 
     async def stop_idle(self) -> list[str]:
         victims = policy.idle_victims(self.views(), self._clock(), self.config.idle_timeout)

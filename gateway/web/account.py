@@ -125,6 +125,14 @@ async def login(request: Request) -> Response:
         if current(request) is not None:
             return RedirectResponse(next_path, status_code=303)
         info = "You are signed out." if request.query_params.get("signed_out") else None
+        erased = request.query_params.get("erased")
+        if erased:
+            info = (
+                "Your account and all its workspaces were erased."
+                if erased == "1"
+                else "Your account is closed; some of its files could not be deleted yet and the "
+                "operator has been told."
+            )
         return _login_page(request, info=info)
     form = await request.form()
     await check_csrf(request, form)

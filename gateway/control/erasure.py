@@ -1,0 +1,105 @@
+"""Erasing an owner's account (SPEC §5 ``life:delete``: "account erasure is self-serve and removes
+everything"), the control plane's half. Mixed into :class:`~gateway.control.store.ControlPlane`.
+
+It runs in two steps around the work only the gateway can do (stopping the owner's engines and
+deleting their workspace folders):
+
+1. :meth:`ErasureQueries.lock_out_owner` — in one transaction the owner is disabled, every
+   connection and token revoked and every session ended, so nothing they held works any more and
+   no new call can start one of their engines;
+2. :meth:`ErasureQueries.forget_owner` — every row about the owner is deleted (workspaces,
+   connections, tokens, sessions, identities, pending OAuth codes), the owner's earlier audit
+   events keep their kind and time but lose their details and address, and one ``account.erase``
+   event remains, naming the erased owner only by its opaque id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import apsw
+
+from gateway.auth.accounts import account_key
+from gateway.control.clock import utcnow
+from gateway.errors import OwnerNotFound
+
+if TYPE_CHECKING:
+    from gateway.control.store import Workspace
+
+
+class _Plane(Protocol):
+    _conn: apsw.Connection
+
+    def _audit(
+        self,
+        kind: str,
+        owner_id: str | None,
+        workspace_id: str | None,
+        connection_id: str | None,
+        remote: str | None,
+        detail: dict[str, object],
+    ) -> None: ...
+
+    def workspaces(self, owner_id: str) -> list[Workspace]: ...
+
+
+_OWNED_TOKENS = "connection_id IN (SELECT id FROM connections WHERE owner_id = ?)"
+
+
+class ErasureQueries:
+    def lock_out_owner(self: _Plane, owner_id: str, *, remote: str | None) -> list[Workspace]:
+        """Disable the owner, revoke every connection and token, end every session (one transaction);
+        returns the workspaces to erase. Audited as ``account.erase.begin``."""
+        now = utcnow()
+        with self._conn:
+            row = self._conn.execute("SELECT id FROM owners WHERE id = ?", (owner_id,)).fetchone()
+            if row is None:
+                raise OwnerNotFound(f"no owner {owner_id!r}")
+            self._conn.execute(
+                "UPDATE owners SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", (now, owner_id)
+            )
+            self._conn.execute(
+                "UPDATE connections SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
+                (now, owner_id),
+            )
+            self._conn.execute(
+                f"UPDATE tokens SET revoked_at = ? WHERE {_OWNED_TOKENS} AND revoked_at IS NULL",
+                (now, owner_id),
+            )
+            self._conn.execute(
+                "UPDATE sessions SET ended_at = ? WHERE owner_id = ? AND ended_at IS NULL", (now, owner_id)
+            )
+            workspaces = self.workspaces(owner_id)
+            self._audit("account.erase.begin", owner_id, None, None, remote, {"workspaces": len(workspaces)})
+        return workspaces
+
+    def forget_owner(self: _Plane, owner_id: str) -> dict[str, int]:
+        """Delete every row about a locked-out owner; returns how many of each kind went. Audited as
+        ``account.erase`` (the owner's id and the counts, nothing personal)."""
+        with self._conn:
+            row = self._conn.execute(
+                "SELECT email FROM owners WHERE id = ? AND disabled_at IS NOT NULL", (owner_id,)
+            ).fetchone()
+            if row is None:
+                raise OwnerNotFound(f"no locked-out owner {owner_id!r} (lock the owner out first)")
+            email = str(row[0])
+            gone: dict[str, int] = {}
+
+            def delete(what: str, sql: str, params: tuple[object, ...]) -> None:
+                self._conn.execute(sql, params)
+                gone[what] = self._conn.changes()
+
+            delete("tokens", f"DELETE FROM tokens WHERE {_OWNED_TOKENS}", (owner_id,))
+            delete("oauth_codes", "DELETE FROM oauth_codes WHERE owner_id = ?", (owner_id,))
+            delete("connections", "DELETE FROM connections WHERE owner_id = ?", (owner_id,))
+            delete("sessions", "DELETE FROM sessions WHERE owner_id = ?", (owner_id,))
+            delete("identities", "DELETE FROM owner_identities WHERE owner_id = ?", (owner_id,))
+            delete("workspaces", "DELETE FROM workspaces WHERE owner_id = ?", (owner_id,))
+            self._conn.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
+            self._conn.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))
+            self._conn.execute(
+                "UPDATE audit_events SET detail = '{}', remote = NULL WHERE owner_id = ?", (owner_id,)
+            )
+            self._conn.execute("DELETE FROM owners WHERE id = ?", (owner_id,))
+            self._audit("account.erase", owner_id, None, None, None, dict(gone))
+        return gone

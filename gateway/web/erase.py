@@ -1,0 +1,125 @@
+"""The Account page (``/account``) and erasing the account (``POST /account/erase``, SPEC §11).
+
+Erasing is self-serve and removes everything (SPEC §5 ``life:delete``): after the owner types their
+email to confirm (POST + CSRF), :func:`erase_account` locks the owner out (every token, connection
+and session stops working at once), stops each workspace's engine for good, deletes each workspace
+folder and engine log, then deletes the owner's rows; one ``account.erase`` audit event remains,
+naming the erased owner only by id.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway import layout, logs
+from gateway.auth.csrf import check_csrf
+from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
+from gateway.control.store import ControlPlane
+from gateway.engines.supervisor import Supervisor
+from gateway.web.render import render
+
+_MAX_FIELD = 320
+
+
+@dataclass(frozen=True)
+class Erased:
+    workspaces: int
+    failed: tuple[str, ...]  # folders that could not be deleted (the owner stays locked out)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+async def erase_account(
+    store: ControlPlane, supervisor: Supervisor, owner_id: str, *, remote: str | None
+) -> Erased:
+    """Erase the owner and every workspace: lock out, stop engines, delete folders, forget rows.
+
+    If a folder cannot be deleted the owner stays locked out (nothing of theirs works) with their
+    rows kept, an ``account.erase.failed`` event names the workspace, and the operator can finish."""
+    workspaces = store.lock_out_owner(owner_id, remote=remote)
+    data_dir = supervisor.config.data_dir
+    failed: list[str] = []
+    for workspace in workspaces:
+        await supervisor.retire(workspace.id)
+        for path in (layout.workspace_dir(data_dir, workspace.id), layout.log_file(data_dir, workspace.id)):
+            try:
+                await anyio.to_thread.run_sync(_remove, path)
+            except OSError as exc:
+                failed.append(str(path))
+                logs.event(logs.get(), logging.ERROR, "account.erase_failed", path=str(path), error=str(exc))
+                store.audit(
+                    "account.erase.failed",
+                    owner_id=owner_id,
+                    workspace_id=workspace.id,
+                    detail={"error": exc.strerror or type(exc).__name__},
+                )
+    if not failed:
+        store.forget_owner(owner_id)
+    return Erased(len(workspaces), tuple(failed))
+
+
+def _page(request: Request, session: Session, status_code: int = 200, **values: Any) -> Response:
+    store = context(request).store
+    defaults: dict[str, Any] = {"error": None, "info": None, "confirm": ""}
+    return render(
+        request,
+        "account.html",
+        status_code=status_code,
+        email=session.email,
+        workspaces=store.workspaces(session.owner_id),
+        connections=len(store.connections(session.owner_id)),
+        **{**defaults, **values},
+    )
+
+
+async def account_page(request: Request) -> Response:
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    return _page(request, session)
+
+
+async def erase(request: Request) -> Response:
+    form = await request.form()
+    await check_csrf(request, form)
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    typed = form.get("confirm")
+    confirm = typed.strip()[:_MAX_FIELD] if isinstance(typed, str) else ""
+    if confirm.casefold() != session.email.casefold():
+        return _page(
+            request,
+            session,
+            status_code=400,
+            confirm=confirm,
+            error=f"To erase the account, type its email, {session.email}, exactly. Nothing was erased.",
+        )
+    supervisor = request.app.state.components.supervisor
+    done = await erase_account(
+        context(request).store, supervisor, session.owner_id, remote=remote_of(request)
+    )
+    response = RedirectResponse("/login?erased=1" if not done.failed else "/login?erased=partly", 303)
+    clear_session_cookie(response, request)
+    return response
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/account", account_page, methods=["GET"]),
+        Route("/account/erase", erase, methods=["POST"]),
+    ]

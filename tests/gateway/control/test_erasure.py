@@ -1,0 +1,41 @@
+"""The control plane's half of erasing an account: lock out, then forget (``life:delete``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.control.store import ControlPlane
+from gateway.errors import OwnerNotFound
+
+
+@pytest.mark.req("life:delete")
+def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
+    owner, default = store.create_owner("zed@example.com", None)
+    other, _ = store.create_owner("other@example.com", None)
+    _, secret = store.create_pat(owner.id, default.id, "Laptop")
+    _, kept = store.create_pat(other.id, store.workspaces(other.id)[0].id, "Laptop")
+    store.create_session(owner.id, max_age=600, remote="10.0.0.9", user_agent=None, method="password")
+    with pytest.raises(OwnerNotFound):
+        store.forget_owner(owner.id)  # not locked out yet: nothing is deleted
+    assert store.authenticate(secret) is not None
+
+    workspaces = store.lock_out_owner(owner.id, remote="10.0.0.9")
+    assert [w.id for w in workspaces] == [default.id]
+    assert store.authenticate(secret) is None
+    with pytest.raises(OwnerNotFound):
+        store.owner_by_email("zed@example.com")
+    assert store.connections(owner.id) == []
+
+    gone = store.forget_owner(owner.id)
+    assert gone["workspaces"] == 1 and gone["connections"] == 1 and gone["tokens"] == 1
+    assert gone["sessions"] == 1
+    assert store.workspaces(owner.id) == []
+    events = store.audit_events(owner_id=owner.id)
+    assert events[0].kind == "account.erase" and events[0].detail == gone
+    assert all(e.remote is None for e in events)
+    assert "zed@example.com" not in repr([e.detail for e in events])
+    # nobody else is touched
+    assert store.authenticate(kept) is not None
+    assert store.owner_by_email("other@example.com").id == other.id
+    with pytest.raises(OwnerNotFound):
+        store.lock_out_owner(owner.id, remote=None)
