@@ -11,6 +11,7 @@
     ├── NotFound                     code="not_found"         no memory has that id
     ├── Forbidden                    code="forbidden"         the connection may not do this
     │   └── ReadOnly                 code="read_only"
+    ├── NotRetired                   code="not_retired"       only a retired memory can be deleted
     ├── WorkspaceLocked              code="workspace_locked"  another engine serves the directory
     ├── NotAWorkspace                code="not_a_workspace"   an offline command was given another path
     └── StoreUnavailable             code="store_unavailable" the write could not be made durable
@@ -60,6 +61,10 @@ class Forbidden(EngineError):
 
 class ReadOnly(Forbidden):
     code = "read_only"
+
+
+class NotRetired(EngineError):
+    code = "not_retired"
 
 
 class WorkspaceLocked(EngineError):

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.ageing.archive import without_banner
-from engine.errors import InvalidInput, NotFound, ReadOnly
+from engine.errors import InvalidInput, NotFound, NotRetired, ReadOnly
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.scope import Caller, read_scope, visible, within, write_scope
 from engine.store import ids
@@ -230,6 +230,32 @@ class Memory:
 
     def restore(self, caller: Caller, memory_id: str) -> Receipt:
         return self._set_retired(caller, memory_id, False, None)
+
+    def delete(self, caller: Caller, memory_id: str) -> Receipt:
+        """Delete a retired memory for good (``life:delete``; the owner's admin surface only, never a
+        tool): its content leaves the store and the ledger, a ``delete`` event records who and when."""
+        self._writable(caller)
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("id is empty: pass the id of the memory (fct_…, nte_… or log_…)")
+        who = self._source(caller, None)
+        with self.ws.lock:
+            target = self._target(memory_id)
+            if target is None or not visible(caller, target[1]):
+                gone = self.ws.deleted.get(memory_id)
+                if gone is not None:
+                    when = format_time(gone.time)
+                    raise NotFound(f"{memory_id} was already deleted permanently, at {when}")
+                raise self._not_found(memory_id)
+            kind, scope, state = target
+            if state is not State.RETIRED:
+                raise NotRetired(
+                    f"{memory_id} is {state.value}: only a retired memory can be deleted permanently; "
+                    "retire it first"
+                )
+            now = self.clock()
+            event = Event(self._new_id(ids.EVENT, now), "delete", now, memory_id, source=who)
+            self.ws.erase(event)
+            return Receipt("delete", event.event_id, memory_id, kind, scope, who.name, who.verified)
 
     def _not_found(self, memory_id: str) -> NotFound:
         return NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")

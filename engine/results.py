@@ -24,7 +24,7 @@ class Closed:
 
 @dataclass(frozen=True)
 class Receipt:
-    action: str  # store | supersede | nochange | retire | restore
+    action: str  # store | supersede | nochange | retire | restore | delete
     event_id: str | None
     id: str
     kind: str  # fact | note | log

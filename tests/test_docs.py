@@ -43,3 +43,14 @@ def test_the_day_log_example_parses_and_round_trips() -> None:
     entries, problems = parse_daylog(text)
     assert problems == [] and len(entries) == 2
     assert day_title(entries[0].time.date()) + "".join(format_entry(e) for e in entries) == text
+
+
+@pytest.mark.req("life:delete")
+def test_the_delete_example_parses_round_trips_and_says_nothing_of_the_memory() -> None:
+    (text,) = examples("delete")
+    parsed = parse_ledger(text)
+    assert parsed.problems == () and [e.kind for e in parsed.events] == ["delete"]
+    (event,) = parsed.events
+    said = (event.subject, event.predicate, event.object, event.statement, event.reason, event.scope)
+    assert said == (None,) * 6 and event.source is not None and event.source.verified
+    assert "".join(format_event(e) for e in parsed.events) == text

@@ -10,17 +10,21 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from engine.admin import Parts, refusing
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, NotFound
+from engine.scope import Caller
+from engine.store import ids
 from engine.store.model import State
 from engine.store.workspace import Workspace
 
 KINDS = ("fact", "note", "log")
-STATES = tuple(s.value for s in State)
+DELETED = "deleted"  # a tombstone: what the owner deleted for good (its id, when, by whom; no content)
+STATES = (*(s.value for s in State), DELETED)
 MAX_LIMIT = 200
 PREVIEW = 300
 
@@ -98,6 +102,18 @@ def rows(ws: Workspace) -> list[Row]:
                     scope=entry.scope,
                     source=entry.source.name if entry.source else None,
                     created=_iso(entry.time),
+                )
+            )
+        for memory_id, event in ws.deleted.items():
+            found.append(
+                Row(
+                    id=memory_id,
+                    kind=ids.kind_of(memory_id) or "note",
+                    text="deleted",
+                    state=DELETED,
+                    scope=None,
+                    source=event.source.name if event.source else None,
+                    created=_iso(event.time),
                 )
             )
     return found
@@ -180,4 +196,41 @@ def routes(parts: Parts) -> list[BaseRoute]:
             {"items": items, "total": total, "offset": query.offset, "limit": query.limit, "facets": facets}
         )
 
-    return [Route("/admin/memories", list_memories, methods=["GET"])]
+    @refusing
+    async def one(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        found = [r for r in rows(parts.workspace) if r.id == memory_id]
+        if not found:
+            raise NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
+        return JSONResponse({"item": asdict(found[0])})
+
+    @refusing
+    async def delete(request: Request) -> Response:
+        """Delete a retired memory for good (``life:delete``); ``{"source": who}`` names the owner's
+        connection for the ledger's ``delete`` event."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        source = body.get("source") if isinstance(body, dict) else None
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidInput('send {"source": "<who deletes>"} as the JSON body')
+        caller = Caller(connection=source.strip())
+        receipt = await anyio.to_thread.run_sync(
+            parts.memory.delete, caller, request.path_params["memory_id"]
+        )
+        return JSONResponse(
+            {
+                "action": receipt.action,
+                "event_id": receipt.event_id,
+                "id": receipt.id,
+                "kind": receipt.kind,
+                "source": receipt.source,
+            }
+        )
+
+    return [
+        Route("/admin/memories", list_memories, methods=["GET"]),
+        Route("/admin/memories/{memory_id}", one, methods=["GET"]),
+        Route("/admin/memories/{memory_id}/delete", delete, methods=["POST"]),
+    ]

@@ -70,6 +70,7 @@ class IndexDB:
         db.set_busy_timeout(5000)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # the index is derived: a lost tail is rebuilt
+        db.execute("PRAGMA secure_delete=ON")  # a deleted row's bytes are overwritten (life:delete)
         return db
 
     def _check(self) -> None:
@@ -175,6 +176,15 @@ class IndexDB:
         if self.vectors:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
             self.reader.touched("chunks", rowid)
+
+    def purge(self) -> None:
+        """After a permanent deletion: merge the full-text indexes (dropping the deleted terms) and
+        checkpoint the write-ahead log, so no copy of the deleted words stays in the index files."""
+        with self.lock:
+            with self.db:
+                for table in ("chunks", "facts"):
+                    self.db.execute(f"INSERT INTO {table}_fts ({table}_fts) VALUES ('optimize')")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def delete_memory(self, memory: str) -> bool:
         return self.put_memory(memory, [], [])

@@ -332,6 +332,8 @@ class Indexer:
             self._restat(self._files_under("facts"))
         else:
             self._reindex_item(memory_id)
+        if memory_id in self.ws.deleted:
+            self.db.purge()
         self._wake.set()
 
     def _current_item(self, memory_id: str) -> D.Item | None:

@@ -110,6 +110,10 @@ class FactTable:
             )
             record.retired = False
             record.retired_reason = None
+        elif event.kind == "delete":
+            gone = self.records.pop(event.memory, None)
+            if gone is not None:
+                self._by_predicate.get(gone.predicate_key, set()).discard(event.memory)
         elif event.memory in self.records:
             record = self.records[event.memory]
             record.retired = event.kind == "retire"

@@ -134,8 +134,34 @@ def parse_ledger(text: str) -> LedgerText:
     return LedgerText(tuple(events), tuple(problems))
 
 
+def erase_blocks(text: str, memory: str, before: str) -> tuple[str, int]:
+    """``text`` without the blocks about ``memory`` whose event id sorts before ``before`` (the delete
+    event's: ids are time-ordered ULIDs), and how many were taken out. Everything else is kept byte
+    for byte, unreadable blocks included."""
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    drop: list[tuple[int, int]] = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        heading = _HEADING.match(lines[start].rstrip("\r"))
+        if heading is None or heading.group(2) is None or not heading.group(1) < before:
+            continue
+        block = [line.rstrip("\r") for line in lines[start:end]]
+        try:
+            opened = block.index(_FENCE_OPEN, 1)
+            closed = block.index(_FENCE_CLOSE, opened + 1)
+            event = _event(heading.group(1), heading.group(2), "\n".join(block[opened + 1 : closed]))
+        except Exception:
+            continue
+        if event.memory == memory:
+            drop.append((start, end))
+    for start, end in reversed(drop):
+        del lines[start:end]
+    return "\n".join(lines), len(drop)
+
+
 SEGMENT_HEADER = (
     "# Facts ledger — {month}\n\n"
-    "Append-only: each block below is one event (store, supersede, retire, restore). "
+    "Append-only: each block below is one event (store, supersede, retire, restore, delete). "
     "See docs/store-format.md.\n\n"
 )

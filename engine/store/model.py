@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Literal
 
-EventKind = Literal["store", "supersede", "retire", "restore"]
-EVENT_KINDS: tuple[EventKind, ...] = ("store", "supersede", "retire", "restore")
+EventKind = Literal["store", "supersede", "retire", "restore", "delete"]
+EVENT_KINDS: tuple[EventKind, ...] = ("store", "supersede", "retire", "restore", "delete")
 
 
 class State(StrEnum):
@@ -35,6 +35,8 @@ class Event:
     ``store``/``supersede`` carry a fact value (subject, predicate, object, statement).
     ``retire``/``restore`` name the memory they act on (``memory``: a fact, note or log id) and
     may carry a ``reason``; for a fact they also repeat its subject/predicate for readers.
+    ``delete`` records the owner's permanent deletion of a retired memory: who and when, never
+    what it said (every earlier block about that memory is erased from the ledger).
     """
 
     event_id: str
