@@ -61,7 +61,9 @@ def token_create(
 @config_option
 @reports_errors
 def token_list(email: str, include_revoked: bool, data_dir: Path | None, config_file: Path | None) -> None:
-    """List tokens: id, name, workspace, access, scope, prefix, created, last used, revoked."""
+    """List connections: id, name, workspace, access, scope, prefix, created, last used, revoked, kind.
+
+    kind is pat (a personal access token) or oauth (a client that signed in, which has no prefix)."""
     with control_plane(config_file, data_dir) as store:
         rows = store.connections(store.owner_by_email(email).id, include_revoked=include_revoked)
     for c in rows:
@@ -69,7 +71,7 @@ def token_list(email: str, include_revoked: bool, data_dir: Path | None, config_
 
 
 def connection_fields(c: Connection) -> list[str]:
-    """One listing row: id, name, workspace, access, scope, prefix, created, last used, revoked."""
+    """One listing row: id, name, workspace, access, scope, prefix, created, last used, revoked, kind."""
     return [
         c.id,
         c.name,
@@ -80,6 +82,7 @@ def connection_fields(c: Connection) -> list[str]:
         c.created_at,
         c.last_used_at or "-",
         c.revoked_at or "-",
+        c.kind,
     ]
 
 

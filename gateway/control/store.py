@@ -54,6 +54,8 @@ class Connection:
     last_used_at: str | None
     revoked_at: str | None
     token_prefix: str | None
+    client_id: str | None = None  # an OAuth connection's client
+    client_name: str | None = None  # that client's own name (its metadata's client_name), if it gave one
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,9 @@ class AuditEvent:
 _CONNECTION_SELECT = """
 SELECT c.id, c.owner_id, c.workspace_id, w.name, c.name, c.kind, c.read_only, c.scope, c.created_at,
        c.last_used_at, c.revoked_at,
-       (SELECT t.prefix FROM tokens t WHERE t.connection_id = c.id AND t.kind = 'pat' LIMIT 1)
+       (SELECT t.prefix FROM tokens t WHERE t.connection_id = c.id AND t.kind = 'pat' LIMIT 1),
+       c.client_id,
+       (SELECT json_extract(k.metadata, '$.client_name') FROM oauth_clients k WHERE k.client_id = c.client_id)
 FROM connections c JOIN workspaces w ON w.id = c.workspace_id
 """
 
@@ -103,6 +107,8 @@ def _connection(row: tuple[object, ...]) -> Connection:
         last_used_at=None if row[9] is None else str(row[9]),
         revoked_at=None if row[10] is None else str(row[10]),
         token_prefix=None if row[11] is None else str(row[11]),
+        client_id=None if row[12] is None else str(row[12]),
+        client_name=None if row[13] is None else str(row[13]),
     )
 
 
@@ -282,8 +288,9 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         return [_connection(r) for r in rows]
 
     def revoke(self, owner_id: str, id_or_name: str, *, remote: str | None = None) -> Connection:
-        """Revoke a live connection (by id or name) and every token it holds."""
-        match = [c for c in self.connections(owner_id) if id_or_name in (c.id, c.name)]
+        """Revoke a live connection (by id, else by name) and every token it holds."""
+        live = self.connections(owner_id)
+        match = [c for c in live if c.id == id_or_name] or [c for c in live if c.name == id_or_name]
         if not match:
             raise TokenNotFound(f"no live token {id_or_name!r}; `almanac token list` shows them")
         target, now = match[0], utcnow()

@@ -84,9 +84,9 @@ def test_list_and_revoke(data_dir: Path) -> None:
     )
     code, out, _ = _run("token", "list", "--owner", "ada@example.com", "--data-dir", d)
     rows = [line.split("\t") for line in out.splitlines()]
-    assert [(r[1], r[2], r[3]) for r in rows] == [
-        ("a", "default", "read-write"),
-        ("b", "research", "read-write"),
+    assert [(r[1], r[2], r[3], r[-1]) for r in rows] == [
+        ("a", "default", "read-write", "pat"),
+        ("b", "research", "read-write", "pat"),
     ]
     assert secret.strip() not in out and rows[0][5].rstrip("…") == secret.strip()[: len(rows[0][5]) - 1]
     code, _, err = _run("token", "revoke", "a", "--owner", "ada@example.com", "--data-dir", d)

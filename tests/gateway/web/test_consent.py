@@ -109,7 +109,7 @@ def test_sign_in_and_approve_a_client_in_a_real_browser(
     assert tokens.status_code == 200, tokens.text
     listed = site.cli("token", "list", "--owner", "lin@example.com")
     line = next(row for row in listed.splitlines() if "Lin's browser agent" in row)
-    assert "read-only" in line
+    assert "read-only" in line and line.split("\t")[-1] == "oauth"
 
 
 @pytest.mark.req("gw:oauth", "sec:authz")
