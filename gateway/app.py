@@ -36,7 +36,7 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
-from gateway.web import account, connections, erase, memories, oidc, tokens
+from gateway.web import account, connections, erase, memories, oidc, tokens, workspace
 from gateway.web.render import STATIC
 
 
@@ -232,6 +232,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             *tokens.routes(),
             *erase.routes(),
             *connections.routes(),
+            *workspace.routes(),
             *sign_in_with,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

@@ -56,8 +56,9 @@ def refusing(endpoint: Endpoint) -> Endpoint:
 
 def routes(parts: Parts) -> list[BaseRoute]:
     """Every ``/admin`` route (one line per concept)."""
-    from engine.admin import memories
+    from engine.admin import memories, transfer
 
     return [
         *memories.routes(parts),
+        *transfer.routes(parts),
     ]

@@ -7,6 +7,7 @@ a tool's; anything else unexpected is :class:`~gateway.errors.EngineUnreachable`
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -30,6 +31,10 @@ async def admin_call(
         response = await client.request(method, path, params=params, json=body, headers={"host": "localhost"})
     except httpx.TransportError as exc:
         raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
+    return _reply(response)
+
+
+def _reply(response: httpx.Response) -> dict[str, Any] | ToolRefusal:
     if response.status_code in REFUSALS:
         try:
             error = response.json()["error"]
@@ -45,3 +50,34 @@ async def admin_call(
 async def list_memories(client: httpx.AsyncClient, params: dict[str, str]) -> dict[str, Any] | ToolRefusal:
     """One page of the owner's listing (``GET /admin/memories``)."""
     return await admin_call(client, "GET", "/admin/memories", params=params)
+
+
+async def import_zip(
+    client: httpx.AsyncClient, content: AsyncIterator[bytes], label: str | None
+) -> dict[str, Any] | ToolRefusal:
+    """Send a zip (``POST /admin/import``): an Almanac export is restored into an empty workspace,
+    Markdown goes under ``notes/Imported/<label>/``; the reply lists what was imported and skipped."""
+    params = {"label": label} if label else None
+    try:
+        response = await client.post(
+            "/admin/import",
+            params=params,
+            content=content,
+            headers={"host": "localhost", "content-type": "application/zip"},
+        )
+    except httpx.TransportError as exc:
+        raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
+    return _reply(response)
+
+
+async def open_export(client: httpx.AsyncClient) -> httpx.Response:
+    """The engine's export zip (``GET /admin/export``) as a response still streaming; close it."""
+    request = client.build_request("GET", "/admin/export", headers={"host": "localhost"})
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.TransportError as exc:
+        raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
+    if response.status_code != 200:
+        await response.aclose()
+        raise EngineUnreachable(f"the engine answered {response.status_code}; try again", retry_after=1)
+    return response

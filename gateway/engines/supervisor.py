@@ -421,6 +421,13 @@ class Supervisor:
         await self._stop_slot(slot, reason=reason, force=True)
         self._slots.pop(workspace_id, None)
 
+    async def stop(self, workspace_id: str, *, reason: str) -> None:
+        """Stop the workspace's engine now unless calls are in flight (the next call starts it afresh,
+        reading everything again: after its store was replaced underneath it, say)."""
+        slot = self._slots.get(workspace_id)
+        if slot is not None:
+            await self._stop_slot(slot, reason=reason)
+
     async def stop_idle(self) -> list[str]:
         victims = policy.idle_victims(self.views(), self._clock(), self.config.idle_timeout)
         for workspace_id in victims:

@@ -1,0 +1,130 @@
+"""``/admin/export`` and ``/admin/import`` on a RUNNING engine (``life:export``, ``life:import``):
+the offline modes refuse while an engine serves the workspace; these work through it, and what
+arrives is recalled at once."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from engine.transfer.archive import MANIFEST, store_files
+from tests.engine.support import socket_client, socket_engine
+from tests.vaults import NOTES, SKIPPED, vault_zip
+
+
+@contextmanager
+def engine_http(workspace: Path, sock: Path) -> Iterator[httpx.Client]:
+    with (
+        socket_engine(workspace, sock),
+        httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://localhost", timeout=60
+        ) as http,
+    ):
+        yield http
+
+
+def call(sock: Path, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        async with socket_client(sock) as client:
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            return dict(result.structured_content)
+
+    return anyio.run(run)
+
+
+def fill(sock: Path) -> None:
+    """Memories of every kind, with history: a fact changed twice, a retired note, log entries."""
+    call(sock, "save_memory", {"subject": "Fjord", "predicate": "database", "object": "MySQL"})
+    call(sock, "save_memory", {"subject": "Fjord", "predicate": "database", "object": "Postgres"})
+    call(sock, "remember", {"statement": "Ines prefers morning meetings", "scope": "team"})
+    wrong = call(sock, "remember", {"statement": "The standup is at 11"})
+    call(sock, "retire_memory", {"id": wrong["id"], "reason": "moved to 9:30"})
+    call(sock, "remember_note", {"text": "Deployed v2 to staging"})
+
+
+def listing(http: httpx.Client) -> list[dict[str, Any]]:
+    return sorted(http.get("/admin/memories", params={"limit": "200"}).json()["items"], key=lambda r: r["id"])
+
+
+@pytest.mark.req("life:export", "life:import")
+def test_export_from_a_running_engine_restores_losslessly_into_a_new_one(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    with engine_http(first, tmp_path / "a.sock") as http:
+        fill(tmp_path / "a.sock")
+        history = call(tmp_path / "a.sock", "retrieve_memory", {"subject": "Fjord", "predicate": "database"})
+        exported = http.get("/admin/export")
+        assert exported.status_code == 200 and exported.headers["content-type"] == "application/zip"
+        before = listing(http)
+    with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+        assert {f["path"] for f in manifest["files"]} == {str(p) for p in store_files(first)}
+        for f in manifest["files"]:
+            assert archive.read(f["path"]) == (first / f["path"]).read_bytes()
+    assert manifest["counts"] == {"notes": 2, "retired_notes": 1, "log_entries": 1, "facts": 1}
+
+    with engine_http(second, tmp_path / "b.sock") as http:
+        restored = http.post("/admin/import", content=exported.content)
+        assert restored.status_code == 200, restored.text
+        assert restored.json()["kind"] == "restore" and restored.json()["counts"] == manifest["counts"]
+        assert listing(http) == before
+        for rel in store_files(first):  # byte for byte, before anything reads (and cites) them
+            assert (second / rel).read_bytes() == (first / rel).read_bytes()
+        again = call(tmp_path / "b.sock", "retrieve_memory", {"subject": "Fjord", "predicate": "database"})
+        assert again == history  # the fact's whole history, value by value
+        found = call(
+            tmp_path / "b.sock", "get_context", {"query": "when does Ines like meetings?", "scope": "team"}
+        )
+        assert "morning meetings" in json.dumps(found)
+        # a second restore is refused: the workspace is no longer empty, and nothing changes
+        refused = http.post("/admin/import", content=exported.content)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "bad_import"
+        assert "already holds memories" in refused.json()["error"]["message"]
+        assert listing(http) == before
+
+
+@pytest.mark.req("life:import")
+def test_markdown_imported_into_a_running_engine_is_recalled_at_once(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    with engine_http(ws, sock) as http:
+        call(sock, "remember", {"statement": "Already here before the import"})
+        bad = http.post("/admin/import", params={"label": "../up"}, content=vault_zip())
+        assert bad.status_code == 400 and "bad label" in bad.json()["error"]["message"]
+        not_zip = http.post("/admin/import", params={"label": "Vault"}, content=b"# just markdown\n")
+        assert not_zip.status_code == 400 and "not a zip file" in not_zip.json()["error"]["message"]
+        unlabelled = http.post("/admin/import", content=vault_zip())
+        assert unlabelled.status_code == 400 and "needs a label" in unlabelled.json()["error"]["message"]
+        assert not (ws / "notes" / "Imported").exists()
+
+        reply = http.post("/admin/import", params={"label": "Obsidian"}, content=vault_zip())
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["folder"] == "notes/Imported/Obsidian"
+        assert sorted(body["imported"]) == sorted(
+            "notes/Imported/Obsidian/" + name.replace(".markdown", ".md") for name in NOTES
+        )
+        reasons = {s["path"]: s["reason"] for s in body["skipped"]}
+        assert set(reasons) == set(SKIPPED)
+        for name, word in SKIPPED.items():
+            assert word in reasons[name], (name, reasons[name])
+        for name, text in NOTES.items():  # byte for byte: frontmatter and wikilinks kept
+            target = ws / "notes" / "Imported" / "Obsidian" / name.replace(".markdown", ".md")
+            assert target.read_text(encoding="utf-8") == text
+        assert (
+            not (tmp_path / "escape.md").exists() and not (ws / "notes" / "Imported" / "escape.md").exists()
+        )
+        found = call(sock, "get_context", {"query": "who runs the Fjord migration?"})
+        assert "Ines Duarte runs the Fjord migration" in json.dumps(found)
+        assert http.get("/admin/memories", params={"q": "Designing Data"}).json()["total"] == 1
+        again = http.post("/admin/import", params={"label": "Obsidian"}, content=vault_zip())
+        assert again.status_code == 400 and "already exists" in again.json()["error"]["message"]

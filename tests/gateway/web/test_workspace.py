@@ -1,0 +1,199 @@
+"""The Workspace page over real HTTP with real engines (SPEC §11 Workspace; ``life:import``,
+``life:export``): usage, importing a zip or picked files through the RUNNING engine (skipped files
+listed with the reason), the upload limit, and export → import into a new workspace, lossless."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway import layout
+from tests.gateway.web.conftest import Site, csrf_of, running_site
+from tests.gateway.web.test_account import sign_up
+from tests.gateway.web.test_erase import make_token
+from tests.vaults import NOTES, SKIPPED, vault_zip
+
+pytestmark = pytest.mark.anyio
+
+EMAIL = "wren@example.com"
+
+
+async def api(site: Site, token: str, method: str, path: str, **kw: Any) -> Any:
+    async with httpx.AsyncClient(base_url=site.url, timeout=60) as client:
+        reply = await client.request(method, path, headers={"Authorization": f"Bearer {token}"}, **kw)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+async def import_form(client: httpx.AsyncClient, workspace: str = "default", **fields: str) -> dict[str, str]:
+    page = await client.get("/workspace", params={"workspace": workspace})
+    assert page.status_code == 200
+    return {"csrf_token": csrf_of(page.text), "workspace": workspace, **fields}
+
+
+def store_files(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.relative_to(folder).parts[0].startswith(".")
+    }
+
+
+@pytest.mark.req("life:import")
+async def test_import_a_vault_zip_and_picked_files_through_the_running_engine(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        token = await make_token(client, "Laptop")
+        await api(site, token, "POST", "/api/v1/memories", json={"statement": "Here before the import"})
+        page = await client.get("/workspace")
+        assert '<h2 id="usage">Usage</h2>' in page.text and "Markdown store" in page.text
+
+        form = await import_form(client, label="Obsidian")
+        files = {"archive": ("vault.zip", vault_zip(), "application/zip")}
+        done = await client.post("/workspace/import", data=form, files=files)
+        assert done.status_code == 200, done.text
+        assert f"{len(NOTES)} notes imported into" in done.text and "notes/Imported/Obsidian/" in done.text
+        for name in SKIPPED:
+            assert name in done.text
+        assert "its path would land outside the target folder" in done.text
+        assert "binary, or not UTF-8 text" in done.text
+        # recalled at once through the same engine, wikilinks and frontmatter kept on disk
+        found = await api(
+            site, token, "POST", "/api/v1/context", json={"query": "who runs the Fjord migration?"}
+        )
+        assert "Ines Duarte runs the Fjord migration" in json.dumps(found)
+        owner = site.store.owner_by_email(EMAIL)
+        folder = layout.workspace_dir(data_dir, site.store.workspaces(owner.id)[0].id)
+        imported = folder / "notes" / "Imported" / "Obsidian"
+        assert (imported / "Projects" / "Fjord.md").read_text(encoding="utf-8") == NOTES["Projects/Fjord.md"]
+        audit = site.store.audit_events(owner_id=owner.id)[0]
+        assert audit.kind == "workspace.import"
+        assert audit.detail == {"kind": "markdown", "imported": len(NOTES), "skipped": len(SKIPPED)}
+        page = await client.get("/workspace")
+        assert '<th scope="row">Notes</th><td>5</td>' in page.text  # 1 remembered + 4 imported
+
+        # picked files: a folder picked whole keeps its sub-folders, without its own name
+        form = await import_form(client, label="Picked")
+        picked = [
+            ("files", ("vault/Projects/Kelp.md", b"Kelp grows fast. See [[Fjord]].\n", "text/markdown")),
+            ("files", ("vault/diagram.png", b"\x89PNG\r\n", "image/png")),
+        ]
+        done = await client.post("/workspace/import", data=form, files=picked)
+        assert done.status_code == 200 and "1 note imported" in done.text and "not Markdown" in done.text
+        assert (folder / "notes" / "Imported" / "Picked" / "Projects" / "Kelp.md").is_file()
+
+
+@pytest.mark.req("life:import")
+async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_path: Path) -> None:
+    async with running_site(tmp_path / "data", import_max_bytes=4096) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        owner = site.store.owner_by_email(EMAIL)
+        folder = layout.workspace_dir(tmp_path / "data", site.store.workspaces(owner.id)[0].id)
+        zipped = {"archive": ("vault.zip", vault_zip(), "application/zip")}
+        nothing = await client.post("/workspace/import", data=await import_form(client, label="A"))
+        assert nothing.status_code == 400 and "Choose a .zip file or pick Markdown files" in nothing.text
+        both = await client.post(
+            "/workspace/import",
+            data=await import_form(client, label="A"),
+            files=[("archive", zipped["archive"]), ("files", ("a.md", b"x", "text/markdown"))],
+        )
+        assert both.status_code == 400 and "not both" in both.text
+        bad = await client.post(
+            "/workspace/import", data=await import_form(client, label="../etc"), files=zipped
+        )
+        assert bad.status_code == 400 and "Bad label" in bad.text and "nothing was written" in bad.text
+        unlabelled = await client.post("/workspace/import", data=await import_form(client), files=zipped)
+        assert unlabelled.status_code == 400 and "needs a label" in unlabelled.text
+        not_zip = await client.post(
+            "/workspace/import",
+            data=await import_form(client, label="A"),
+            files={"archive": ("notes.zip", b"# not a zip", "application/zip")},
+        )
+        assert not_zip.status_code == 400 and "not a zip file" in not_zip.text
+        big = {"archive": ("big.zip", b"x" * 5000, "application/zip")}
+        over = await client.post("/workspace/import", data=await import_form(client, label="A"), files=big)
+        assert over.status_code == 413 and "larger than this server accepts (4,096 bytes)" in over.text
+        forged = await client.post(
+            "/workspace/import",
+            data={"csrf_token": "forged", "label": "A", "workspace": "default"},
+            files=zipped,
+        )
+        assert forged.status_code == 403
+        assert not (folder / "notes" / "Imported").exists()
+        assert "workspace.import" not in [e.kind for e in site.store.audit_events(owner_id=owner.id)]
+
+
+@pytest.mark.req("life:export", "life:import")
+async def test_export_then_import_into_a_new_workspace_is_lossless(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        owner = site.store.owner_by_email(EMAIL)
+        copy = site.store.create_workspace(owner.id, "copy")
+        token = await make_token(client, "Laptop")
+        for value in ("MySQL", "Postgres", "CockroachDB"):
+            fact = {"subject": "Fjord", "predicate": "database", "object": value}
+            await api(site, token, "POST", "/api/v1/facts", json={**fact, "statement": f"Fjord uses {value}"})
+        note = await api(site, token, "POST", "/api/v1/memories", json={"statement": "The standup is at 11"})
+        await api(site, token, "POST", f"/api/v1/memories/{note['id']}/retire", json={"reason": "moved"})
+        await api(
+            site,
+            token,
+            "POST",
+            "/api/v1/memories",
+            json={"statement": "Ines likes mornings", "scope": "team"},
+        )
+        await api(site, token, "POST", "/api/v1/log", json={"text": "Deployed v2 to staging"})
+        await client.post(
+            "/workspace/import",
+            data=await import_form(client, label="Vault"),
+            files={"archive": ("vault.zip", vault_zip(), "application/zip")},
+        )
+        query = {"subject": "Fjord", "predicate": "database", "include_history": "true"}
+        history = await api(site, token, "GET", "/api/v1/memories", params=query)
+
+        exported = await client.get("/workspace/export")
+        assert exported.status_code == 200 and exported.headers["content-type"] == "application/zip"
+        assert exported.headers["content-disposition"].startswith('attachment; filename="almanac-default-')
+        source = layout.workspace_dir(data_dir, site.store.workspaces(owner.id)[0].id)
+        with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:
+            manifest = json.loads(archive.read("almanac-export.json"))
+            names = set(archive.namelist()) - {"almanac-export.json"}
+        assert manifest["counts"] == {"notes": 6, "retired_notes": 1, "log_entries": 1, "facts": 1}
+        on_disk = store_files(source)
+        assert names == {f["path"] for f in manifest["files"]} and names <= set(on_disk)
+
+        form = await import_form(client, "copy")
+        restored = await client.post(
+            "/workspace/import",
+            data=form,
+            files={"archive": ("export.zip", exported.content, "application/zip")},
+        )
+        assert restored.status_code == 200, restored.text
+        assert "The export was restored into <strong>copy</strong>" in restored.text
+        target = layout.workspace_dir(data_dir, copy.id)
+        copied = store_files(target)
+        assert {n: copied[n] for n in names} == {n: on_disk[n] for n in names}  # every memory, byte for byte
+
+        copy_token = await make_token(client, "Copy reader", "copy")
+        assert await api(site, copy_token, "GET", "/api/v1/memories", params=query) == history
+        found = await api(
+            site, copy_token, "POST", "/api/v1/context", json={"query": "who runs the Fjord migration?"}
+        )
+        assert "Ines Duarte" in json.dumps(found)
+        retired = await api(site, copy_token, "GET", f"/api/v1/memories/{note['id']}")
+        assert json.dumps(retired).count("The standup is at 11") == 1
+        # a second restore into the now-full workspace is refused and changes nothing
+        again = await client.post(
+            "/workspace/import",
+            data=await import_form(client, "copy"),
+            files={"archive": ("export.zip", exported.content, "application/zip")},
+        )
+        assert again.status_code == 400 and "already holds memories" in again.text
+        kinds = [e.kind for e in site.store.audit_events(owner_id=owner.id)]
+        assert "workspace.export" in kinds
