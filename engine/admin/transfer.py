@@ -89,7 +89,8 @@ def run_import(parts: Parts, source: Path, label: str | None) -> Outcome:
             )
         if parts.indexer is not None:
             parts.indexer.scan_once()  # reload the store and index what arrived, before answering
-    return replace(outcome, progress=out.getvalue().splitlines())
+    lines = out.getvalue().replace(str(source), "the upload").splitlines()  # never a server path
+    return replace(outcome, progress=lines)
 
 
 async def _receive(request: Request, target: Path) -> None:

@@ -113,6 +113,8 @@ def test_markdown_imported_into_a_running_engine_is_recalled_at_once(tmp_path: P
         assert sorted(body["imported"]) == sorted(
             "notes/Imported/Obsidian/" + name.replace(".markdown", ".md") for name in NOTES
         )
+        assert body["progress"][0] == "import: 7 files found in the upload"  # 2 unsafe ones never read
+        assert not any(str(tmp_path) in line or "/tmp" in line for line in body["progress"])
         reasons = {s["path"]: s["reason"] for s in body["skipped"]}
         assert set(reasons) == set(SKIPPED)
         for name, word in SKIPPED.items():

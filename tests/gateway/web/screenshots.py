@@ -18,6 +18,7 @@ from playwright.sync_api import Page, sync_playwright
 from tests.gateway.auth.oauth.flow import pkce
 from tests.gateway.e2e import Gateway, start_gateway
 from tests.gateway.web.browser import launch
+from tests.vaults import vault_zip
 
 OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 EMAIL = "ada@example.com"
@@ -74,12 +75,37 @@ def shot_consent(gateway: Gateway, page: Page) -> None:
     page.wait_for_url(gateway.url + "/consent?**")
 
 
+def shot_workspace_import(gateway: Gateway, page: Page) -> None:
+    """The summary after importing a small Obsidian vault (zip) into the default workspace."""
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/workspace")
+    page.get_by_label("Label").fill("Obsidian")
+    page.get_by_label("A .zip file").set_input_files(
+        {"name": "vault.zip", "mimeType": "application/zip", "buffer": vault_zip()}
+    )
+    page.get_by_role("button", name="Import").click()
+    page.wait_for_url(gateway.url + "/workspace/import?**")
+
+
+def shot_workspace(gateway: Gateway, page: Page) -> None:
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/workspace")
+
+
+def shot_account(gateway: Gateway, page: Page) -> None:
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/account")
+
+
 SHOTS: dict[str, Shot] = {
     "sign-in": shot_signin,
     "sign-up": shot_signup,
     "home": shot_home,
     "new-token": shot_new_token,
     "consent": shot_consent,
+    "workspace-import": shot_workspace_import,
+    "workspace": shot_workspace,
+    "account": shot_account,
 }
 
 

@@ -12,14 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Page
 
 from gateway import layout
+from tests.gateway.e2e import Gateway
 from tests.gateway.web.conftest import Site, csrf_of, running_site
 from tests.gateway.web.test_account import sign_up
 from tests.gateway.web.test_erase import make_token
+from tests.gateway.web.test_pages import PASSWORD, assert_accessible
 from tests.vaults import NOTES, SKIPPED, vault_zip
-
-pytestmark = pytest.mark.anyio
 
 EMAIL = "wren@example.com"
 
@@ -45,6 +46,7 @@ def store_files(folder: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.anyio
 @pytest.mark.req("life:import")
 async def test_import_a_vault_zip_and_picked_files_through_the_running_engine(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
@@ -89,6 +91,7 @@ async def test_import_a_vault_zip_and_picked_files_through_the_running_engine(da
         assert (folder / "notes" / "Imported" / "Picked" / "Projects" / "Kelp.md").is_file()
 
 
+@pytest.mark.anyio
 @pytest.mark.req("life:import")
 async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_path: Path) -> None:
     async with running_site(tmp_path / "data", import_max_bytes=4096) as site, site.client() as client:
@@ -129,6 +132,7 @@ async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_p
         assert "workspace.import" not in [e.kind for e in site.store.audit_events(owner_id=owner.id)]
 
 
+@pytest.mark.anyio
 @pytest.mark.req("life:export", "life:import")
 async def test_export_then_import_into_a_new_workspace_is_lossless(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
@@ -197,3 +201,58 @@ async def test_export_then_import_into_a_new_workspace_is_lossless(data_dir: Pat
         assert again.status_code == 400 and "already holds memories" in again.text
         kinds = [e.kind for e in site.store.audit_events(owner_id=owner.id)]
         assert "workspace.export" in kinds
+
+
+def obsidian_folder(root: Path) -> Path:
+    """A small Obsidian-style vault on disk: frontmatter, wikilinks, a sub-folder, and one bad file."""
+    for name, text in NOTES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    (root / ".obsidian").mkdir()
+    (root / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
+    (root / "Broken.md").write_bytes(b"binary \x00\x01 not text")
+    return root
+
+
+@pytest.mark.req("life:import", "life:export")
+def test_import_a_folder_export_and_reimport_in_the_browser(
+    site: Gateway, page: Page, tmp_path: Path
+) -> None:
+    site.cli("owner", "create", EMAIL, stdin=PASSWORD + "\n")
+    site.cli("workspace", "create", "copy", "--owner", EMAIL)
+    page.goto(site.url + "/login")
+    page.get_by_label("Email").fill(EMAIL)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(site.url + "/")
+    page.get_by_role("link", name="Workspace").click()
+    assert_accessible(page)
+    assert page.get_by_role("heading", name="Usage").is_visible()
+
+    page.get_by_label("Label").fill("Obsidian")
+    page.get_by_label("Or pick a folder").set_input_files(obsidian_folder(tmp_path / "vault"))
+    page.get_by_role("button", name="Import").click()
+    page.wait_for_url(site.url + "/workspace/import?**")
+    assert_accessible(page)
+    assert page.get_by_role("status").inner_text() == f"Imported {len(NOTES)}, skipped 2."
+    skipped = page.get_by_role("table").inner_text()
+    assert "Broken.md\tbinary, or not UTF-8 text" in skipped and ".obsidian/app.json\thidden" in skipped
+    assert "notes/Imported/Obsidian/Projects/Fjord.md" in page.get_by_role("list").inner_text()
+
+    page.get_by_role("link", name="Back to the workspace").click()
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download export").click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name.startswith("almanac-default-") and zipfile.is_zipfile(saved)
+
+    page.get_by_label("Workspace", exact=True).select_option("copy")
+    page.get_by_role("button", name="Show").click()
+    assert page.get_by_role("heading", level=1).inner_text() == "Workspace copy"
+    page.get_by_label("A .zip file").set_input_files(saved)
+    page.get_by_role("button", name="Import").click()
+    assert "The export was restored into copy" in page.get_by_role("main").inner_text()
+    page.get_by_role("link", name="See your memories").click()
+    page.get_by_label("Words or an id").fill("Ines Duarte")
+    page.get_by_label("Words or an id").press("Enter")
+    assert "Ines Duarte runs the Fjord migration" in page.get_by_role("main").inner_text()
