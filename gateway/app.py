@@ -26,7 +26,7 @@ from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
 from gateway.control.oauth import TokenLifetimes
-from gateway.control.store import ControlPlane
+from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
 from gateway.edge.ratelimit import RateLimiter
@@ -166,12 +166,24 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         retry_after=settings.retry_after,
         wall_clock=clock,
     )
+
+    def audit(kind: str, who: Principal, remote: str | None, detail: dict[str, object]) -> None:
+        parts.store.audit(
+            kind,
+            owner_id=who.owner_id,
+            workspace_id=who.workspace_id,
+            connection_id=who.connection_id,
+            remote=remote,
+            detail=detail,
+        )
+
     rest = RestApi(
         authenticate=proxy.authenticate,
         engines=parts.supervisor,
         origin_policy=parts.origin_policy,
         limiter=limiter,
         max_body_bytes=settings.max_body_bytes,
+        audit=audit,
     )
 
     async def healthz(request: Request) -> Response:

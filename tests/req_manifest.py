@@ -51,7 +51,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "recall:query-safe": None,
     # §5 retire, restore, delete, import, export
     "life:retire": None,
-    "life:delete": Deferred(12),
+    "life:delete": None,
     "life:import": None,
     "life:export": None,
     # §6 lifecycle

@@ -6,6 +6,7 @@ the owner sees what agents cannot (retired and archived memories too).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
@@ -17,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from engine.admin import Parts, refusing
 from engine.errors import InvalidInput, NotFound
-from engine.scope import Caller
+from engine.scope import Caller, visible
 from engine.store import ids
 from engine.store.model import State
 from engine.store.workspace import Workspace
@@ -140,29 +141,35 @@ def select(all_rows: list[Row], query: Query) -> tuple[list[Row], int]:
     return matched[query.offset : query.offset + query.limit], len(matched)
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_WHOLE = re.compile(r"[0-9]{1,12}")
+
+
 def _choice(params: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
-    value = params.get(name) or None
+    value = params.get(name)
     if value is not None and value not in allowed:
         raise InvalidInput(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
     return value
 
 
 def _day(params: Mapping[str, str], name: str) -> date | None:
-    value = params.get(name) or None
+    value = params.get(name)
     if value is None:
         return None
     try:
+        if not _DAY.fullmatch(value):
+            raise ValueError(value)
         return date.fromisoformat(value)
     except ValueError:
         raise InvalidInput(f"{name} must be a date, YYYY-MM-DD, not {value!r}") from None
 
 
-def _count(params: Mapping[str, str], name: str, default: int, high: int) -> int:
-    value = params.get(name) or None
+def _count(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    value = params.get(name)
     if value is None:
         return default
-    if not value.isdigit() or not 0 <= int(value) <= high:
-        raise InvalidInput(f"{name} must be a whole number from 0 to {high}, not {value!r}")
+    if not _WHOLE.fullmatch(value) or not low <= int(value) <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {value!r}")
     return int(value)
 
 
@@ -176,16 +183,28 @@ def parse_query(params: Mapping[str, str]) -> Query:
         text=(params.get("q") or "").strip() or None,
         since=_day(params, "since"),
         until=_day(params, "until"),
-        offset=_count(params, "offset", 0, 10**9),
-        limit=max(_count(params, "limit", 50, MAX_LIMIT), 1),
+        offset=_count(params, "offset", 0, 0, 10**9),
+        limit=_count(params, "limit", 50, 1, MAX_LIMIT),
     )
 
 
+def seen_by(all_rows: list[Row], pinned: str | None) -> list[Row]:
+    """What a connection pinned to scope ``pinned`` may list: that scope and unscoped memories, no
+    tombstones (None: everything)."""
+    if pinned is None:
+        return all_rows
+    caller = Caller(pinned_scope=pinned)
+    return [r for r in all_rows if r.state != DELETED and visible(caller, r.scope)]
+
+
 def routes(parts: Parts) -> list[BaseRoute]:
+    """``GET /admin/memories`` and ``GET /admin/memories/{id}`` (``?pinned=<scope>`` for a connection
+    pinned to a scope), ``POST /admin/memories/{id}/delete``."""
+
     @refusing
     async def list_memories(request: Request) -> Response:
         query = parse_query(request.query_params)
-        everything = rows(parts.workspace)
+        everything = seen_by(rows(parts.workspace), request.query_params.get("pinned") or None)
         page, total = select(everything, query)
         items = [{**asdict(r), "text": r.text[:PREVIEW]} for r in page]
         facets = {
@@ -199,7 +218,8 @@ def routes(parts: Parts) -> list[BaseRoute]:
     @refusing
     async def one(request: Request) -> Response:
         memory_id = request.path_params["memory_id"]
-        found = [r for r in rows(parts.workspace) if r.id == memory_id]
+        pinned = request.query_params.get("pinned") or None
+        found = [r for r in seen_by(rows(parts.workspace), pinned) if r.id == memory_id]
         if not found:
             raise NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
         return JSONResponse({"item": asdict(found[0])})
@@ -207,7 +227,7 @@ def routes(parts: Parts) -> list[BaseRoute]:
     @refusing
     async def delete(request: Request) -> Response:
         """Delete a retired memory for good (``life:delete``); ``{"source": who}`` names the owner's
-        connection for the ledger's ``delete`` event."""
+        connection for the ledger's ``delete`` event, ``"pinned"`` its scope if it is pinned to one."""
         try:
             body = await request.json()
         except ValueError:
@@ -215,7 +235,10 @@ def routes(parts: Parts) -> list[BaseRoute]:
         source = body.get("source") if isinstance(body, dict) else None
         if not isinstance(source, str) or not source.strip():
             raise InvalidInput('send {"source": "<who deletes>"} as the JSON body')
-        caller = Caller(connection=source.strip())
+        pinned = body.get("pinned") if isinstance(body, dict) else None
+        if pinned is not None and not isinstance(pinned, str):
+            raise InvalidInput("pinned must be a scope (text) or null")
+        caller = Caller(connection=source.strip(), pinned_scope=pinned or None)
         receipt = await anyio.to_thread.run_sync(
             parts.memory.delete, caller, request.path_params["memory_id"]
         )

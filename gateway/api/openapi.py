@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from .admin import ADMIN_OPERATIONS, AdminOperation
+
 SNAPSHOT = Path(__file__).with_name("tools.json")
 PREFIX = "/api/v1"
 
@@ -54,6 +56,7 @@ REFUSAL_STATUS = {
     "read_only": 403,
     "workspace_locked": 503,
     "store_unavailable": 503,
+    "not_retired": 409,
 }
 
 ERROR = {
@@ -121,6 +124,31 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ERROR}}}
 
 
+def _admin_spec(op: AdminOperation) -> dict[str, Any]:
+    """An admin operation's OpenAPI entry (its schemas are written out in :mod:`.admin`)."""
+    return {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "description": op.description,
+        "security": [{"bearer": []}],
+        "parameters": [
+            {"name": p, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+            for p in op.path_params
+        ]
+        + [{"name": n, "in": "query", "required": False, "schema": dict(s)} for n, s in op.query.items()],
+        "responses": {
+            "200": {"description": "Done", "content": {"application/json": {"schema": dict(op.response)}}},
+            "400": _error("Refused: the message says what to fix; nothing was changed"),
+            "401": _error("No usable bearer token"),
+            "403": _error("This connection may not do that (read-only)"),
+            "404": _error("No memory has that id (or this connection may not see it)"),
+            "409": _error("Not in a state that allows it (only a retired memory can be deleted)"),
+            "429": _error("Too many requests on this connection; see Retry-After"),
+            "503": _error("The workspace cannot be started right now; see Retry-After"),
+        },
+    }
+
+
 def document(server_url: str = "/") -> dict[str, Any]:
     """The OpenAPI 3.1 document of the REST API."""
     defs: dict[str, Any] = {}
@@ -165,12 +193,15 @@ def document(server_url: str = "/") -> dict[str, Any]:
             }
             spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
         paths.setdefault(PREFIX + op.path, {})[op.method.lower()] = spec
+    for admin in ADMIN_OPERATIONS:
+        paths.setdefault(PREFIX + admin.path, {})[admin.method.lower()] = _admin_spec(admin)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "Almanac REST API",
             "version": "1",
-            "description": "The memory tools over plain HTTP: same tokens, rules and refusals as /mcp.",
+            "description": "The memory tools and the owner's admin surface over plain HTTP: same "
+            "tokens, rules and refusals as /mcp.",
         },
         "servers": [{"url": server_url}],
         "paths": paths,

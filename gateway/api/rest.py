@@ -4,11 +4,13 @@ The same bearer tokens as ``/mcp``, checked the same way (the proxy's authentica
 audiences and revocation apply alike); the same per-connection rate limit and body cap; and the
 call runs as the same tool on the same engine, so read-only connections, pinned scopes and every
 refusal behave exactly as over MCP. A refusal is ``{"error": {"code", "message"}}`` with the
-tool's own code.
+tool's own code. The owner's admin surface is mirrored under ``/api/v1/admin/…`` (:mod:`.admin`)
+with the same authentication; a change there is refused to a read-only connection and audited.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,9 +27,11 @@ from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLimited, render
 
+from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
 
 Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Principal]
+Audit = Callable[[str, Principal, "str | None", dict[str, object]], None]
 
 
 def refusal(code: str, message: str) -> JSONResponse:
@@ -86,9 +90,11 @@ class RestApi:
         origin_policy: hdr.OriginPolicy,
         limiter: RateLimiter,
         max_body_bytes: int,
+        audit: Audit | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.authenticate = authenticate
+        self.audit = audit
         self.engines = engines
         self.origin_policy = origin_policy
         self.limiter = limiter
@@ -101,22 +107,61 @@ class RestApi:
             found.append(
                 Route(PREFIX + op.path, self._endpoint(op), methods=[op.method], name=op.operation_id)
             )
+        for admin in ADMIN_OPERATIONS:
+            endpoint = self._guarded(functools.partial(self._admin, admin))
+            found.append(
+                Route(PREFIX + admin.path, endpoint, methods=[admin.method], name=admin.operation_id)
+            )
         return found
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(document())
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        return self._guarded(lambda request: self._call(op, request))
+
+    @staticmethod
+    def _guarded(call: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
-                return await self._call(op, request)
+                return await call(request)
             except GatewayError as exc:
                 status, headers, body = render(exc)
                 return Response(body, status_code=status, headers=headers)
 
         return endpoint
 
-    async def _call(self, op: Operation, request: Request) -> Response:
+    async def _admin(self, op: AdminOperation, request: Request) -> Response:
+        """An admin operation: the same authentication and limits as a tool's, then the engine's
+        ``/admin`` call (a change refused to a read-only connection before it reaches the engine)."""
+        principal = self._principal(request)
+        try:
+            query = query_of(op, list(request.query_params.multi_items()))
+        except ValueError as exc:
+            return refusal("invalid_input", str(exc))
+        if op.writes and principal.read_only:
+            return refusal(
+                "read_only",
+                "this connection is read-only: it can list memories but not change or delete them "
+                "(ask the owner for a connection with write access)",
+            )
+        path = {p: str(request.path_params[p]) for p in op.path_params}
+        async with self.engines.lease(principal.workspace_id) as lease:
+            result = await op.call(lease.client, principal, path, query)
+        if isinstance(result, ToolRefusal):
+            return refusal(result.code, result.message)
+        if op.audit is not None and self.audit is not None:
+            remote = request.client.host if request.client else None
+            self.audit(
+                op.audit,
+                principal,
+                remote,
+                {**path, "kind": result.get("kind"), "by": principal.connection_name},
+            )
+        return JSONResponse(result)
+
+    def _principal(self, request: Request) -> Principal:
+        """Who the bearer token speaks for (as on ``/mcp``), within this connection's rate limit."""
         raw = list(request.scope["headers"])
         host = hdr.get(raw, b"host")
         if not hdr.host_allowed(self.origin_policy, host):
@@ -128,6 +173,10 @@ class RestApi:
             raise RateLimited(
                 "too many requests on this connection; slow down", retry_after=decision.retry_after
             )
+        return principal
+
+    async def _call(self, op: Operation, request: Request) -> Response:
+        principal = self._principal(request)
         try:
             if op.arguments == "body":
                 arguments = arguments_from_body(op, await self._body(request))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -81,3 +82,19 @@ async def open_export(client: httpx.AsyncClient) -> httpx.Response:
         await response.aclose()
         raise EngineUnreachable(f"the engine answered {response.status_code}; try again", retry_after=1)
     return response
+
+
+async def memory_item(
+    client: httpx.AsyncClient, memory_id: str, pinned: str | None = None
+) -> dict[str, Any] | ToolRefusal:
+    """One memory's listing row, a deleted one's tombstone included (``GET /admin/memories/{id}``)."""
+    params = {"pinned": pinned} if pinned else None
+    return await admin_call(client, "GET", f"/admin/memories/{quote(memory_id, safe='')}", params=params)
+
+
+async def delete_memory(
+    client: httpx.AsyncClient, memory_id: str, source: str, pinned: str | None = None
+) -> dict[str, Any] | ToolRefusal:
+    """Delete a retired memory for good (``POST /admin/memories/{id}/delete``); ``source`` is who."""
+    body = {"source": source, "pinned": pinned}
+    return await admin_call(client, "POST", f"/admin/memories/{quote(memory_id, safe='')}/delete", body=body)

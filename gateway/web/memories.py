@@ -1,9 +1,11 @@
-"""``/memories``: the owner browses, searches, views, retires and restores what agents remember.
+"""``/memories``: the owner browses, searches, views, retires, restores and deletes what agents remember.
 
 Pages call the workspace's engine through :mod:`gateway.engines.calls` as the owner: listing through
 the engine's ``/admin`` route (every state, which agents never see), one memory and its history
 through ``retrieve_memory``, retire and restore through the tools themselves — so the rules and
-refusals are the ones agents meet.
+refusals are the ones agents meet. Deleting a retired memory for good (``life:delete``) goes through
+the engine's ``/admin`` delete, after a confirmation page where the owner types ``delete``; the
+gateway then writes a ``memory.delete`` audit event naming who deleted what, by id.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
-from gateway.auth.sessions import Session, context, current, login_redirect
+from gateway.auth.sessions import Session, context, current, login_redirect, remote_of
 from gateway.control.store import Principal, Workspace
-from gateway.engines.admin import list_memories
+from gateway.engines.admin import delete_memory, list_memories, memory_item
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import NotFound, WorkspaceNotFound
 from gateway.web.render import render
@@ -26,6 +28,13 @@ from gateway.web.render import render
 FILTERS = ("q", "kind", "state", "scope", "source", "since", "until")
 PAGE_SIZE = 50
 DASHBOARD = "Dashboard"  # the source name of what the owner does here
+CONFIRM_WORD = "delete"
+REFUSAL_STATUS = {"not_found": 404, "not_retired": 409}
+DONE = {
+    "retire": "Retired: agents no longer see it.",
+    "restore": "Restored exactly as it was.",
+    "delete": "Deleted permanently.",
+}
 
 
 def owner_principal(session: Session, workspace: Workspace) -> Principal:
@@ -102,7 +111,20 @@ async def view(request: Request) -> Response:
     args = {"id": memory_id, "include_history": True}
     async with _supervisor(request).lease(workspace.id) as lease:
         found = await call_tool(lease.client, owner_principal(session, workspace), "retrieve_memory", args)
+        gone = await memory_item(lease.client, memory_id) if isinstance(found, ToolRefusal) else None
     done = request.query_params.get("done")
+    if isinstance(gone, dict) and gone["item"]["state"] == "deleted":
+        return render(
+            request,
+            "memory.html",
+            workspace=workspace,
+            memory_id=memory_id,
+            facts=[],
+            note=None,
+            deleted=gone["item"],
+            error=None,
+            info=DONE.get(done or ""),
+        )
     if isinstance(found, ToolRefusal):
         status = 404 if found.code == "not_found" else 400
         return render(
@@ -118,9 +140,7 @@ async def view(request: Request) -> Response:
         )
     facts = sorted(found.get("facts", []), key=lambda f: str(f.get("valid_from", "")))
     notes = found.get("notes", [])
-    info = {"retire": "Retired: agents no longer see it.", "restore": "Restored exactly as it was."}.get(
-        done or ""
-    )
+    info = DONE.get(done or "")
     return render(
         request,
         "memory.html",
@@ -165,9 +185,87 @@ async def change(request: Request) -> Response:
     return RedirectResponse(f"/memories/{memory_id}?{query}", status_code=303)
 
 
+def _confirm_page(
+    request: Request, workspace: Workspace, memory_id: str, item: dict[str, Any] | ToolRefusal, **extra: Any
+) -> Response:
+    """The confirmation page for deleting ``memory_id`` (``item``: its listing row, or why there is none)."""
+    error = extra.pop("error", None)
+    status = extra.pop("status_code", 200)
+    row = None if isinstance(item, ToolRefusal) else item
+    if isinstance(item, ToolRefusal):
+        error, status = item.message, REFUSAL_STATUS.get(item.code, 400)
+    elif item["state"] == "deleted":
+        error, status = "This memory was already deleted permanently.", 404
+    elif item["state"] != "retired":
+        error = f"This memory is {item['state']}: only a retired memory can be deleted permanently."
+        error += " Retire it first."
+        status = 409
+    return render(
+        request,
+        "memory_delete.html",
+        status_code=status,
+        workspace=workspace,
+        memory_id=memory_id,
+        item=row,
+        error=error,
+        info=None,
+        confirm=extra.pop("confirm", ""),
+        word=CONFIRM_WORD,
+    )
+
+
+async def confirm_delete(request: Request) -> Response:
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    workspace, _ = _workspace(request, session, request.query_params.get("workspace"))
+    memory_id = request.path_params["memory_id"]
+    async with _supervisor(request).lease(workspace.id) as lease:
+        item = await memory_item(lease.client, memory_id)
+    return _confirm_page(request, workspace, memory_id, item["item"] if isinstance(item, dict) else item)
+
+
+async def delete(request: Request) -> Response:
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    form = await request.form()
+    await check_csrf(request, form)
+    workspace, _ = _workspace(request, session, str(form.get("workspace") or ""))
+    memory_id = request.path_params["memory_id"]
+    typed = str(form.get("confirm") or "").strip()
+    async with _supervisor(request).lease(workspace.id) as lease:
+        if typed.casefold() == CONFIRM_WORD:
+            result = await delete_memory(lease.client, memory_id, DASHBOARD)
+            if isinstance(result, dict):
+                kind = str(result["kind"])
+                error, status = None, 200
+            else:
+                error, status = result.message, REFUSAL_STATUS.get(result.code, 400)
+        else:
+            error, status = f"Type {CONFIRM_WORD} in the box to confirm; nothing was deleted.", 400
+        if error is not None:
+            item = await memory_item(lease.client, memory_id)
+            row = item["item"] if isinstance(item, dict) else item
+            return _confirm_page(
+                request, workspace, memory_id, row, error=error, status_code=status, confirm=typed
+            )
+    context(request).store.audit(
+        "memory.delete",
+        owner_id=session.owner_id,
+        workspace_id=workspace.id,
+        remote=remote_of(request),
+        detail={"id": memory_id, "kind": kind, "by": DASHBOARD},
+    )
+    query = urlencode({"workspace": workspace.name, "done": "delete"})
+    return RedirectResponse(f"/memories/{memory_id}?{query}", status_code=303)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/memories", browse, methods=["GET"]),
         Route("/memories/{memory_id}", view, methods=["GET"]),
+        Route("/memories/{memory_id}/delete", confirm_delete, methods=["GET"]),
+        Route("/memories/{memory_id}/delete", delete, methods=["POST"]),
         Route("/memories/{memory_id}/{action:str}", change, methods=["POST"]),
     ]

@@ -115,6 +115,11 @@ def test_refusals_change_nothing(root: Path, memory: Memory) -> None:
         memory.delete(OWNER, "nte_nope")
     with pytest.raises(ReadOnly):
         memory.delete(Caller(connection="reader", read_only=True), note.id)
+    scoped = memory.remember(AGENT, "Kelp ships on Tuesdays.", scope="project:kelp")
+    memory.retire(AGENT, scoped.id)
+    before = store_text(root)
+    with pytest.raises(NotFound):  # a connection pinned to another scope cannot see it, nor delete it
+        memory.delete(Caller(connection="pinned", pinned_scope="project:fjord"), scoped.id)
     assert store_text(root) == before
 
 

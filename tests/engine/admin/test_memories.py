@@ -9,7 +9,7 @@ import anyio
 import httpx
 import pytest
 
-from engine.admin.memories import Query, Row, parse_query, rows, select
+from engine.admin.memories import Query, Row, parse_query, rows, seen_by, select
 from engine.errors import InvalidInput
 from engine.memory import Memory
 from engine.scope import Caller
@@ -65,7 +65,10 @@ def test_every_filter() -> None:
         ({"kind": "fcat"}, "kind must be one of fact, note, log"),
         ({"state": "dead"}, "state must be one of"),
         ({"since": "yesterday"}, "since must be a date, YYYY-MM-DD"),
-        ({"limit": "9999"}, "limit must be a whole number from 0 to 200"),
+        ({"limit": "9999"}, "limit must be a whole number from 1 to 200"),
+        ({"limit": "0"}, "limit must be a whole number from 1 to 200"),
+        ({"since": "20261101"}, "since must be a date, YYYY-MM-DD"),
+        ({"kind": ""}, "kind must be one of"),
         ({"offset": "-1"}, "offset must be a whole number"),
     ],
 )
@@ -109,3 +112,14 @@ def test_the_socket_serves_the_listing(tmp_path: Path) -> None:
             assert listed["facets"]["scopes"] == ["project:a"]
             bad = http.get("/admin/memories", params={"kind": "x"})
             assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
+
+
+def test_a_pinned_connection_lists_its_scope_and_unscoped_memories_only() -> None:
+    all_rows = [
+        row(1, scope="project:fjord"),
+        row(2, scope="project:kelp"),
+        row(3),
+        row(4, state="deleted", text="deleted"),
+    ]
+    assert [r.id for r in seen_by(all_rows, "project:fjord")] == ["nte_01", "nte_03"]
+    assert seen_by(all_rows, None) == all_rows

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -97,6 +97,60 @@ def shot_account(gateway: Gateway, page: Page) -> None:
     page.goto(gateway.url + "/account")
 
 
+_SEEDED: dict[str, str] = {}
+
+
+def seed(gateway: Gateway) -> dict[str, str]:
+    """A few memories, saved once through the REST API as an agent would: a fact with history,
+    notes (one scoped, one retired) and a log entry. Returns their ids by name."""
+    if _SEEDED:
+        return _SEEDED
+    token = gateway.token(EMAIL, "Claude Code on laptop")
+
+    def post(path: str, body: Mapping[str, object]) -> str:
+        r = httpx.post(
+            f"{gateway.url}/api/v1{path}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+        r.raise_for_status()
+        return str(r.json()["id"])
+
+    for value in ("MySQL", "Postgres"):
+        fact = {"subject": "Fjord", "predicate": "database", "object": value, "scope": "project:fjord"}
+        _SEEDED["fact"] = post("/facts", fact)
+    post(
+        "/memories",
+        {"statement": "The staging database lives on kelp (eu-west-1).", "scope": "project:fjord"},
+    )
+    post("/memories", {"statement": "Standups moved to 9:30 on Mondays and Thursdays."})
+    post("/log", {"text": "Shipped search v2 to staging; backups verified."})
+    _SEEDED["retired"] = post("/memories", {"statement": "Deploys are frozen until the audit ends."})
+    retire = f"{gateway.url}/api/v1/memories/{_SEEDED['retired']}/retire"
+    httpx.post(
+        retire, json={"reason": "the audit ended"}, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    return _SEEDED
+
+
+def shot_memories(gateway: Gateway, page: Page) -> None:
+    seed(gateway)
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/memories")
+
+
+def shot_memory(gateway: Gateway, page: Page) -> None:
+    """One fact with its history."""
+    ids = seed(gateway)
+    sign_in(gateway, page)
+    page.goto(f"{gateway.url}/memories/{ids['fact']}")
+
+
+def shot_memory_delete(gateway: Gateway, page: Page) -> None:
+    """The confirmation page for deleting a retired note."""
+    ids = seed(gateway)
+    sign_in(gateway, page)
+    page.goto(f"{gateway.url}/memories/{ids['retired']}/delete")
+
+
 SHOTS: dict[str, Shot] = {
     "sign-in": shot_signin,
     "sign-up": shot_signup,
@@ -106,6 +160,9 @@ SHOTS: dict[str, Shot] = {
     "workspace-import": shot_workspace_import,
     "workspace": shot_workspace,
     "account": shot_account,
+    "memories": shot_memories,
+    "memory": shot_memory,
+    "memory-delete": shot_memory_delete,
 }
 
 

@@ -118,3 +118,129 @@ def test_find_retire_and_restore_in_a_real_browser(site: Gateway, page: Page) ->
     assert page.get_by_role("status").inner_text().startswith("Retired")
     page.get_by_role("button", name="Restore").click()
     assert page.get_by_role("status").inner_text().startswith("Restored")
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:delete")
+async def test_delete_a_retired_memory_permanently_over_http(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, "ada@example.com")
+        token = token_for(site, "ada@example.com")
+        note = await anyio.to_thread.run_sync(
+            lambda: rest(site.url, token, "/memories", {"statement": "The vault code is 4-Ocelot-7."})
+        )
+        for value in ("MySQL", "Postgres"):
+            fact_body: dict[str, object] = {"subject": "Fjord", "predicate": "database", "object": value}
+            fact = await anyio.to_thread.run_sync(rest, site.url, token, "/facts", fact_body)
+
+        live = await client.get(f"/memories/{note['id']}/delete")
+        assert live.status_code == 409 and "Retire it first." in live.text
+        assert 'name="confirm"' not in live.text  # no way to delete a live memory from here
+        view = await client.get(f"/memories/{note['id']}")
+        form = {"csrf_token": csrf_of(view.text), "workspace": "default"}
+        refused = await client.post(f"/memories/{note['id']}/delete", data={**form, "confirm": "delete"})
+        assert refused.status_code == 409 and "Retire it first." in refused.text
+        for memory_id in (note["id"], fact["id"]):
+            assert (await client.post(f"/memories/{memory_id}/retire", data=form)).status_code == 303
+
+        page = await client.get(f"/memories/{note['id']}/delete")
+        assert page.status_code == 200 and "4-Ocelot-7" in page.text and 'name="confirm"' in page.text
+        forged = await client.post(f"/memories/{note['id']}/delete", data={"confirm": "delete"})
+        assert forged.status_code == 403
+        untyped = await client.post(f"/memories/{note['id']}/delete", data={**form, "confirm": "yes"})
+        assert untyped.status_code == 400 and "Type delete in the box to confirm" in untyped.text
+        assert "retired" in (await client.get(f"/memories/{note['id']}")).text
+
+        deleted = await client.post(f"/memories/{note['id']}/delete", data={**form, "confirm": "delete"})
+        assert deleted.status_code == 303
+        after = await client.get(deleted.headers["location"])
+        assert "Deleted permanently." in after.text and "<em>deleted</em>" in after.text
+        assert "4-Ocelot-7" not in after.text and "Dashboard" in after.text
+        again = await client.post(f"/memories/{note['id']}/delete", data={**form, "confirm": "delete"})
+        assert again.status_code == 404 and "already deleted permanently" in again.text
+
+        gone = await client.post(f"/memories/{fact['id']}/delete", data={**form, "confirm": "DELETE"})
+        history = await client.get(gone.headers["location"])
+        assert "<em>deleted</em>" in history.text and "MySQL" not in history.text
+        assert "Postgres" not in history.text
+        listing = await client.get("/memories", params={"state": "deleted"})
+        assert "2 memories" in listing.text and "4-Ocelot-7" not in listing.text
+        assert "Ocelot" not in (await client.get("/memories")).text
+
+        r = await anyio.to_thread.run_sync(
+            lambda: httpx.get(
+                f"{site.url}/api/v1/memories/{note['id']}", headers={"Authorization": f"Bearer {token}"}
+            )
+        )
+        assert r.status_code == 404
+        owner = site.store.owner_by_email("ada@example.com")
+        audits = [a for a in site.store.audit_events(owner_id=owner.id) if a.kind == "memory.delete"]
+        assert sorted(str(a.detail["id"]) for a in audits) == sorted([str(note["id"]), str(fact["id"])])
+        assert all(a.detail["by"] == "Dashboard" and a.workspace_id for a in audits)
+        assert "Ocelot" not in repr(audits) and "Postgres" not in repr(audits)
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:delete", "gw:isolation")
+async def test_no_one_else_can_delete(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as ada, site.client() as bob:
+        await sign_up(ada, "ada@example.com")
+        await sign_up(bob, "bob@example.com")
+        token = token_for(site, "ada@example.com")
+        note = await anyio.to_thread.run_sync(
+            lambda: rest(site.url, token, "/memories", {"statement": "Ada's."})
+        )
+        view = await ada.get(f"/memories/{note['id']}")
+        form = {"csrf_token": csrf_of(view.text), "workspace": "default"}
+        assert (await ada.post(f"/memories/{note['id']}/retire", data=form)).status_code == 303
+        bobs = {"csrf_token": csrf_of((await bob.get("/memories")).text), "confirm": "delete"}
+        attempt = await bob.post(f"/memories/{note['id']}/delete", data=bobs)
+        assert attempt.status_code == 404
+        assert (await bob.get(f"/memories/{note['id']}/delete")).status_code == 404
+        assert "retired" in (await ada.get(f"/memories/{note['id']}")).text
+        signed_out = httpx.AsyncClient(base_url=site.url, headers={"Accept": "text/html"})
+        async with signed_out:
+            nobody = await signed_out.post(f"/memories/{note['id']}/delete", data=form)
+            assert nobody.status_code in (303, 403)
+        assert "retired" in (await ada.get(f"/memories/{note['id']}")).text
+
+
+@pytest.mark.req("life:delete")
+def test_find_retire_restore_and_delete_in_a_real_browser(site: Gateway, page: Page) -> None:
+    page.goto(site.url + "/signup")
+    page.get_by_label("Email").fill("dee@example.com")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_label("Password again").fill(PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url(site.url + "/")
+    token = site.token("dee@example.com", "Cursor")
+    rest(site.url, token, "/memories", {"statement": "The wifi password is Tangerine-Lighthouse-42."})
+    rest(site.url, token, "/memories", {"statement": "The office opens at eight."})
+    page.get_by_role("link", name="Memories").click()
+    page.get_by_label("Words or an id").fill("tangerine")
+    page.get_by_role("button", name="Search").click()
+    assert page.get_by_role("heading", name="1 memory").is_visible()
+    page.get_by_role("link", name=re.compile("Tangerine-Lighthouse")).click()
+    page.get_by_role("button", name="Retire").click()
+    assert page.get_by_role("status").inner_text().startswith("Retired")
+    page.get_by_role("button", name="Restore").click()
+    assert page.get_by_role("status").inner_text().startswith("Restored")
+    page.get_by_role("button", name="Retire").click()
+    page.get_by_role("link", name="Delete permanently…").click()
+    assert_accessible(page)
+    page.get_by_role("button", name="Delete permanently").click()  # the box is required: nothing sent
+    assert page.get_by_role("heading", name="Delete permanently", exact=True).is_visible()
+    page.get_by_label("Type delete to confirm").fill("delete")
+    page.get_by_role("button", name="Delete permanently").click()
+    assert page.get_by_role("status").inner_text() == "Deleted permanently."
+    history = page.get_by_role("table")
+    assert history.get_by_role("cell", name="deleted").is_visible() and "Tangerine" not in page.content()
+    page.get_by_role("link", name="← All memories").click()
+    page.get_by_label("Words or an id").fill("tangerine")
+    page.get_by_role("button", name="Search").click()
+    assert page.get_by_role("heading", name="0 memories").is_visible()
+    page.get_by_label("State").select_option("deleted")
+    page.get_by_label("Words or an id").fill("")
+    page.get_by_role("button", name="Search").click()
+    assert page.get_by_role("heading", name="1 memory").is_visible()
+    assert "Tangerine" not in page.content() and "eight" not in page.content()

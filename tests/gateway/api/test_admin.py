@@ -1,0 +1,96 @@
+"""The admin surface over REST (``/api/v1/admin/…``, gw:rest; life:delete): a real gateway, real
+engines, bearer tokens with the same read-only and scope rules as ``/mcp``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.api.admin import ADMIN_OPERATIONS, query_of
+from tests.gateway.api.test_rest import ADA, BOB, api, error
+from tests.gateway.e2e import Gateway, files_containing, start_gateway
+
+pytestmark = pytest.mark.req("gw:rest")
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("rest-admin")
+    gw = start_gateway(
+        tmp / "data", tmp / "gateway.log", rate_limit_burst="10000", rate_limit_per_second="10000"
+    )
+    try:
+        gw.owner(ADA)
+        gw.owner(BOB)
+        yield gw
+    finally:
+        gw.stop()
+
+
+def test_query_parameters_are_the_operations_own() -> None:
+    listing = next(op for op in ADMIN_OPERATIONS if op.operation_id == "list_memories")
+    assert query_of(listing, [("state", "retired"), ("q", "x")]) == {"state": "retired", "q": "x"}
+    with pytest.raises(ValueError, match="unknown query parameter 'sate'"):
+        query_of(listing, [("sate", "retired")])
+    with pytest.raises(ValueError, match="given twice"):
+        query_of(listing, [("q", "a"), ("q", "b")])
+
+
+def test_list_and_filter_every_state(gateway: Gateway) -> None:
+    token = gateway.token(ADA, "Admin script")
+    kept = api(gateway, token, "POST", "/memories", json={"statement": "Backups run at 02:00."}).json()
+    gone = api(gateway, token, "POST", "/memories", json={"statement": "Old rule: no Friday deploys."}).json()
+    api(gateway, token, "POST", f"/memories/{gone['id']}/retire", json={"reason": "changed"})
+    listing = api(gateway, token, "GET", "/admin/memories", params={"state": "retired"})
+    assert listing.status_code == 200 and [i["id"] for i in listing.json()["items"]] == [gone["id"]]
+    found = api(gateway, token, "GET", "/admin/memories", params={"q": "backups"}).json()
+    assert [i["id"] for i in found["items"]] == [kept["id"]] and found["items"][0]["source"] == "Admin script"
+    one = api(gateway, token, "GET", f"/admin/memories/{kept['id']}")
+    assert one.status_code == 200 and one.json()["item"]["state"] == "live"
+    assert error(api(gateway, token, "GET", "/admin/memories", params={"kind": "fcat"}))[:2] == (
+        400,
+        "invalid_input",
+    )
+    assert error(api(gateway, token, "GET", "/admin/memories", params={"colour": "red"}))[:2] == (
+        400,
+        "invalid_input",
+    )
+
+
+@pytest.mark.req("life:delete")
+def test_delete_over_rest_with_the_tokens_rules(gateway: Gateway) -> None:
+    token = gateway.token(ADA, "Cleanup script")
+    reader = gateway.token(ADA, "Reader", "--read-only")
+    pinned = gateway.token(ADA, "Pinned", "--scope", "project:fjord")
+    bob = gateway.token(BOB, "Bob's script")
+    secret = "The intern's phone is 555-0199-Walrus."
+    made = api(
+        gateway, token, "POST", "/memories", json={"statement": secret, "scope": "project:kelp"}
+    ).json()
+    path = f"/admin/memories/{made['id']}"
+
+    assert error(api(gateway, token, "DELETE", path))[:2] == (409, "not_retired")
+    api(gateway, token, "POST", f"/memories/{made['id']}/retire", json={})
+    assert error(api(gateway, reader, "DELETE", path))[:2] == (403, "read_only")
+    assert api(gateway, reader, "GET", path).json()["item"]["state"] == "retired"  # it may read
+    assert error(api(gateway, pinned, "DELETE", path))[:2] == (404, "not_found")
+    assert error(api(gateway, pinned, "GET", path))[:2] == (404, "not_found")
+    assert made["id"] not in str(api(gateway, pinned, "GET", "/admin/memories").json())
+    assert error(api(gateway, bob, "DELETE", path))[:2] == (404, "not_found")
+    assert files_containing(gateway.workspace_dir(ADA), "Walrus")  # still there after every refusal
+
+    done = api(gateway, token, "DELETE", path)
+    assert done.status_code == 200, done.text
+    assert done.json()["action"] == "delete" and done.json()["source"] == "Cleanup script"
+    assert files_containing(gateway.workspace_dir(ADA), "Walrus") == []
+    assert api(gateway, token, "GET", path).json()["item"]["state"] == "deleted"
+    assert error(api(gateway, token, "GET", f"/memories/{made['id']}"))[:2] == (404, "not_found")
+    status, code, message = error(api(gateway, token, "DELETE", path))
+    assert (status, code) == (404, "not_found") and "already deleted permanently" in message
+
+    events = [json.loads(line) for line in gateway.cli("audit", "--owner", ADA).splitlines()]
+    (deleted,) = [e for e in events if e["kind"] == "memory.delete"]
+    assert deleted["detail"] == {"id": made["id"], "kind": "note", "by": "Cleanup script"}
+    assert deleted["connection_id"] and "Walrus" not in json.dumps(events)
