@@ -96,6 +96,25 @@ class EmbeddingCache:
             self._db.executemany("INSERT OR REPLACE INTO embedding VALUES (?, ?, ?, ?)", rows)
         return len(rows)
 
+    def keep_only(self, texts: Iterable[str]) -> int:
+        """Drop every vector whose text is not one of ``texts`` (any model), overwriting the freed
+        bytes; returns how many were dropped. After a permanent deletion (``life:delete``) this
+        leaves no vector computed from the deleted words."""
+        keep = [(text_hash(t),) for t in set(texts)]
+        with self._lock:
+            self._db.execute("PRAGMA secure_delete=ON")
+            with self._db:
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS keep (text_hash BLOB PRIMARY KEY)")
+                self._db.execute("DELETE FROM temp.keep")
+                self._db.executemany("INSERT OR IGNORE INTO temp.keep VALUES (?)", keep)
+                self._db.execute(
+                    "DELETE FROM embedding WHERE text_hash NOT IN (SELECT text_hash FROM temp.keep)"
+                )
+                dropped = int(self._db.changes())
+                self._db.execute("DELETE FROM temp.keep")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return dropped
+
     def count(self, model_id: str | None = None) -> int:
         with self._lock:
             if model_id is None:

@@ -225,13 +225,18 @@ class IndexDB:
 
     # -- background work -------------------------------------------------------------------------
 
+    def texts(self) -> set[str]:
+        """Every text the index embeds (or will), chunks and facts alike."""
+        with self.lock:
+            return {
+                str(t)
+                for table in ("chunks", "facts")
+                for (t,) in self.db.execute(f"SELECT {_EMBED_TEXT[table]} FROM {table}")
+            }
+
     def pending(self, table: str, limit: int) -> list[tuple[int, str]]:
         """Rows of ``chunks`` or ``facts`` still waiting for a vector: ``(rowid, text to embed)``."""
-        text = (
-            "embed_text"
-            if table == "chunks"
-            else "subject || ' ' || predicate || ': ' || object || '. ' || statement"
-        )
+        text = _EMBED_TEXT[table]
         with self.lock:
             sql = f"SELECT id, {text} FROM {table} WHERE pending = 1 ORDER BY id LIMIT ?"
             return [(int(r), str(t)) for r, t in self.db.execute(sql, (limit,))]
@@ -289,6 +294,12 @@ class IndexDB:
             self.db.execute(
                 "UPDATE groups SET text = ?, vector = ?, dirty = 0 WHERE key = ?", (text, packed, key)
             )
+
+
+_EMBED_TEXT = {
+    "chunks": "embed_text",
+    "facts": "subject || ' ' || predicate || ': ' || object || '. ' || statement",
+}
 
 
 def row_values(doc: ChunkDoc | FactDoc) -> tuple[Any, ...]:

@@ -334,6 +334,8 @@ class Indexer:
             self._reindex_item(memory_id)
         if memory_id in self.ws.deleted:
             self.db.purge()
+            if self.cache is not None:
+                self.cache.keep_only(self.db.texts())
         self._wake.set()
 
     def _current_item(self, memory_id: str) -> D.Item | None:
