@@ -21,9 +21,10 @@ class BuildWithMigrations(build_py):
         if self.editable_mode:  # an editable install reads the top-level folder in place
             return
         target = Path(self.build_lib) / "gateway" / "control" / "migrations"
-        target.mkdir(parents=True, exist_ok=True)
-        for sql in sorted((ROOT / "migrations").glob("*.sql")):
-            shutil.copyfile(sql, target / sql.name)
+        for sql in sorted((ROOT / "migrations").rglob("*.sql")):  # with the postgresql/ twins
+            rel = sql.relative_to(ROOT / "migrations")
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(sql, target / rel)
 
 
 setup(cmdclass={"build_py": BuildWithMigrations})

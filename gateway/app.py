@@ -124,7 +124,7 @@ def build(settings: Settings) -> Components:
         hosts=frozenset(h.lower() for h in settings.allowed_hosts),
         loopback=is_loopback(settings.host),
     )
-    store = ControlPlane.open(layout.control_db(data_dir))
+    store = ControlPlane.connect(settings.database_url, layout.control_db(data_dir))
     return Components(settings, store, metrics, supervisor, embedder, origin_policy, account_policy(settings))
 
 

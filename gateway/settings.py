@@ -40,6 +40,7 @@ class Settings:
     # where things live
     data_dir: Path = field(default_factory=lambda: default_data_dir({}))
     runtime_dir: Path | None = None
+    database_url: str | None = None  # postgresql://… — the control plane in PostgreSQL, not data_dir
     # the HTTP server
     host: str = "127.0.0.1"
     port: int = field(default=8080, metadata={"min": 0, "max": 65535})
@@ -94,6 +95,13 @@ class Settings:
     def __post_init__(self) -> None:
         if self.public_url is not None and not self.public_url.startswith(("http://", "https://")):
             raise ConfigError(f"public_url must start with http:// or https://, got {self.public_url!r}")
+        if self.database_url is not None and not self.database_url.startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ConfigError(
+                "database_url must be a PostgreSQL URL (postgresql://USER:PASSWORD@HOST:PORT/DATABASE); "
+                "leave it unset to keep the control plane in <data_dir>/control.db"
+            )
         oidc = (self.oidc_issuer, self.oidc_client_id, self.oidc_client_secret)
         if any(oidc) and not all(oidc):
             raise ConfigError(

@@ -103,6 +103,7 @@ def test_the_wheel_installs_and_serves_outside_the_repository(tmp_path: Path) ->
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in (
         "gateway/control/migrations/0001_initial.sql",
+        "gateway/control/migrations/postgresql/0001_initial.sql",
         "engine/embed/tokenizer.json",
         "engine/embed/NOTICE",
         "gateway/py.typed",

@@ -94,7 +94,7 @@ def control_plane(
     """The control plane of the resolved data directory. An admin command never creates one by
     accident (a typo in --data-dir would otherwise start an empty, silent second instance)."""
     settings = make_settings(config_file, data_dir=data_dir)
-    store = ControlPlane.open(layout.control_db(settings.data_dir), create=create)
+    store = ControlPlane.connect(settings.database_url, layout.control_db(settings.data_dir), create=create)
     try:
         yield store
     finally:

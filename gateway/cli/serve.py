@@ -13,11 +13,23 @@ from gateway.serve import run
 @click.command()
 @click.option("--host", default=None, help="Interface to listen on (default 127.0.0.1; 0.0.0.0 for all).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 8080; 0 picks a free one).")
+@click.option(
+    "--database-url",
+    default=None,
+    help="Keep the control plane in PostgreSQL (postgresql://…) instead of <data-dir>/control.db. "
+    "Default $ALMANAC_DATABASE_URL; prefer it to this flag, which other users can see in ps.",
+)
 @data_dir_option
 @config_option
 @reports_errors
-def serve(host: str | None, port: int | None, data_dir: Path | None, config_file: Path | None) -> None:
+def serve(
+    host: str | None,
+    port: int | None,
+    database_url: str | None,
+    data_dir: Path | None,
+    config_file: Path | None,
+) -> None:
     """Start the gateway: MCP at /mcp, engines started on demand. Prints the URL.
 
     Creates the data directory and its control database on first start."""
-    run(make_settings(config_file, host=host, port=port, data_dir=data_dir))
+    run(make_settings(config_file, host=host, port=port, data_dir=data_dir, database_url=database_url))

@@ -10,9 +10,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import apsw
-
 from gateway.control.clock import utc_in, utcnow
+from gateway.control.db import Database
 from gateway.errors import InviteInvalid, OwnerNotFound
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ class Session:
 class _Plane(Protocol):
     """What these queries need from the control plane they are mixed into."""
 
-    _conn: apsw.Connection
+    _db: Database
 
     def _audit(
         self,
@@ -82,8 +81,8 @@ class AccountQueries:
         secret = secrets.token_urlsafe(32)
         session_id, csrf, now = f"ses_{secrets.token_hex(8)}", secrets.token_urlsafe(32), utcnow()
         expires = utc_in(max_age)
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "INSERT INTO sessions (id, owner_id, token_hash, csrf, created_at, expires_at, "
                 "last_seen_at, remote, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_id, owner_id, _sha256(secret), csrf, now, expires, now, remote, user_agent),
@@ -91,13 +90,13 @@ class AccountQueries:
             self._audit(
                 "signin.success", owner_id, None, None, remote, {"session": session_id, "method": method}
             )
-        row = self._conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (session_id,)).fetchone()
+        row = self._db.execute(_SESSION_SELECT + " WHERE s.id = ?", (session_id,)).fetchone()
         assert row is not None
         return _session(row), secret
 
     def session_by_secret(self: _Plane, secret: str) -> Session | None:
         """The live session a cookie names, or None (unknown, ended, expired, or owner disabled)."""
-        row = self._conn.execute(
+        row = self._db.execute(
             _SESSION_SELECT + " WHERE s.token_hash = ? AND s.ended_at IS NULL AND s.expires_at > ? "
             "AND o.disabled_at IS NULL",
             (_sha256(secret), utcnow()),
@@ -106,8 +105,8 @@ class AccountQueries:
 
     def end_session(self: _Plane, session: Session, *, remote: str | None) -> None:
         """Sign out: the session stops working at once (audited as ``signout``)."""
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "UPDATE sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL",
                 (utcnow(), session.session_id),
             )
@@ -117,7 +116,7 @@ class AccountQueries:
 
     def login_failures(self: _Plane, key: str, *, window: float) -> int:
         """How many failed sign-ins ``key`` has had in the last ``window`` seconds."""
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, utc_in(-window))
         ).fetchone()
         return int(row[0]) if row else 0
@@ -132,14 +131,14 @@ class AccountQueries:
     ) -> None:
         """A failed sign-in: one row per throttling key, and a ``signin.failure`` audit event."""
         now = utcnow()
-        with self._conn:
+        with self._db.transaction():
             for key in keys:
-                self._conn.execute("INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, now))
+                self._db.execute("INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, now))
             self._audit("signin.failure", owner_id, None, None, remote, detail)
 
     def clear_login_failures(self: _Plane, key: str) -> None:
-        with self._conn:
-            self._conn.execute("DELETE FROM login_failures WHERE key = ?", (key,))
+        with self._db.transaction():
+            self._db.execute("DELETE FROM login_failures WHERE key = ?", (key,))
 
     # -- sign-up and invites ------------------------------------------------------------------
 
@@ -147,8 +146,8 @@ class AccountQueries:
         """A single-use invite code (returned once; only its hash is stored)."""
         code = secrets.token_urlsafe(12)
         invite_id = f"inv_{secrets.token_hex(8)}"
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "INSERT INTO invites (id, code_hash, note, created_at) VALUES (?, ?, ?, ?)",
                 (invite_id, _sha256(code), note, utcnow()),
             )
@@ -166,10 +165,10 @@ class AccountQueries:
     ) -> Owner:
         """A new owner (with the ``default`` workspace) in one transaction; with ``invite`` the code
         must be unused and is consumed. Audited as ``signup``."""
-        with self._conn:
+        with self._db.transaction():
             invite_id: str | None = None
             if invite is not None:
-                row = self._conn.execute(
+                row = self._db.execute(
                     "SELECT id FROM invites WHERE code_hash = ? AND used_at IS NULL", (_sha256(invite),)
                 ).fetchone()
                 if row is None:
@@ -177,10 +176,12 @@ class AccountQueries:
                 invite_id = str(row[0])
             owner, workspace = self.create_owner(email, password_hash)
             if invite_id is not None:
-                self._conn.execute(
-                    "UPDATE invites SET used_at = ?, used_by = ? WHERE id = ?",
+                spent = self._db.execute(
+                    "UPDATE invites SET used_at = ?, used_by = ? WHERE id = ? AND used_at IS NULL",
                     (utcnow(), owner.id, invite_id),
                 )
+                if spent.rowcount != 1:  # used by a concurrent sign-up: undo this one
+                    raise InviteInvalid("that invite code is unknown or already used; ask for a new one")
             self._audit(
                 "signup", owner.id, workspace.id, None, remote, {"method": method, "invite": invite_id}
             )
@@ -189,7 +190,7 @@ class AccountQueries:
     # -- upstream OpenID Connect identities ---------------------------------------------------
 
     def owner_by_identity(self: _Plane, issuer: str, subject: str) -> Owner:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT o.email FROM owner_identities i JOIN owners o ON o.id = i.owner_id "
             "WHERE i.issuer = ? AND i.subject = ? AND o.disabled_at IS NULL",
             (issuer, subject),
@@ -199,10 +200,10 @@ class AccountQueries:
         return self.owner_by_email(str(row[0]))
 
     def link_identity(self: _Plane, issuer: str, subject: str, owner_id: str, email: str | None) -> None:
-        with self._conn:
-            self._conn.execute(
-                "INSERT OR IGNORE INTO owner_identities (issuer, subject, owner_id, email, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+        with self._db.transaction():
+            self._db.execute(
+                "INSERT INTO owner_identities (issuer, subject, owner_id, email, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (issuer, subject, owner_id, email, utcnow()),
             )
             self._audit("identity.link", owner_id, None, None, None, {"issuer": issuer, "subject": subject})

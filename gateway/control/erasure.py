@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-import apsw
-
 from gateway.auth.accounts import account_key
 from gateway.control.clock import utcnow
+from gateway.control.db import Database
 from gateway.errors import OwnerNotFound
 
 if TYPE_CHECKING:
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class _Plane(Protocol):
-    _conn: apsw.Connection
+    _db: Database
 
     def _audit(
         self,
@@ -51,22 +50,22 @@ class ErasureQueries:
         """Disable the owner, revoke every connection and token, end every session (one transaction);
         returns the workspaces to erase. Audited as ``account.erase.begin``."""
         now = utcnow()
-        with self._conn:
-            row = self._conn.execute("SELECT id FROM owners WHERE id = ?", (owner_id,)).fetchone()
+        with self._db.transaction():
+            row = self._db.execute("SELECT id FROM owners WHERE id = ?", (owner_id,)).fetchone()
             if row is None:
                 raise OwnerNotFound(f"no owner {owner_id!r}")
-            self._conn.execute(
+            self._db.execute(
                 "UPDATE owners SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", (now, owner_id)
             )
-            self._conn.execute(
+            self._db.execute(
                 "UPDATE connections SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
                 (now, owner_id),
             )
-            self._conn.execute(
+            self._db.execute(
                 f"UPDATE tokens SET revoked_at = ? WHERE {_OWNED_TOKENS} AND revoked_at IS NULL",
                 (now, owner_id),
             )
-            self._conn.execute(
+            self._db.execute(
                 "UPDATE sessions SET ended_at = ? WHERE owner_id = ? AND ended_at IS NULL", (now, owner_id)
             )
             workspaces = self.workspaces(owner_id)
@@ -76,8 +75,8 @@ class ErasureQueries:
     def forget_owner(self: _Plane, owner_id: str) -> dict[str, int]:
         """Delete every row about a locked-out owner; returns how many of each kind went. Audited as
         ``account.erase`` (the owner's id and the counts, nothing personal)."""
-        with self._conn:
-            row = self._conn.execute(
+        with self._db.transaction():
+            row = self._db.execute(
                 "SELECT email FROM owners WHERE id = ? AND disabled_at IS NOT NULL", (owner_id,)
             ).fetchone()
             if row is None:
@@ -86,8 +85,7 @@ class ErasureQueries:
             gone: dict[str, int] = {}
 
             def delete(what: str, sql: str, params: tuple[object, ...]) -> None:
-                self._conn.execute(sql, params)
-                gone[what] = self._conn.changes()
+                gone[what] = self._db.execute(sql, params).rowcount
 
             delete("tokens", f"DELETE FROM tokens WHERE {_OWNED_TOKENS}", (owner_id,))
             delete("oauth_codes", "DELETE FROM oauth_codes WHERE owner_id = ?", (owner_id,))
@@ -95,11 +93,11 @@ class ErasureQueries:
             delete("sessions", "DELETE FROM sessions WHERE owner_id = ?", (owner_id,))
             delete("identities", "DELETE FROM owner_identities WHERE owner_id = ?", (owner_id,))
             delete("workspaces", "DELETE FROM workspaces WHERE owner_id = ?", (owner_id,))
-            self._conn.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
-            self._conn.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))
-            self._conn.execute(
+            self._db.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
+            self._db.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))
+            self._db.execute(
                 "UPDATE audit_events SET detail = '{}', remote = NULL WHERE owner_id = ?", (owner_id,)
             )
-            self._conn.execute("DELETE FROM owners WHERE id = ?", (owner_id,))
+            self._db.execute("DELETE FROM owners WHERE id = ?", (owner_id,))
             self._audit("account.erase", owner_id, None, None, None, dict(gone))
         return gone

@@ -1,19 +1,25 @@
 """Ordered, transactional migrations of the control-plane database (``gw:migrations``).
 
-``migrations/NNNN_name.sql`` files are applied in number order. Each runs inside one
-``BEGIN IMMEDIATE`` transaction together with its row in ``schema_migrations`` and the new
-``PRAGMA user_version``, so a failing migration leaves the database exactly as it was.
+``migrations/NNNN_name.sql`` files are applied in number order, on SQLite or PostgreSQL. Where a
+file's SQL differs between the two (identity columns, case-insensitive uniqueness), its PostgreSQL
+twin ``migrations/postgresql/NNNN_name.sql`` is used there instead; every other file serves both.
+Each migration runs inside one transaction together with its row in ``schema_migrations`` (and, on
+SQLite, the new ``PRAGMA user_version``), so a failing migration leaves the database exactly as it
+was. Gateways starting together do not race: SQLite takes ``BEGIN IMMEDIATE``, PostgreSQL a
+transaction-scoped advisory lock, and each re-reads what is applied once it holds it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import apsw
-
+from gateway.control.clock import utcnow
+from gateway.control.db import Database, Dialect, SqliteDatabase
 from gateway.errors import ConfigError
 
 # A wheel carries the top-level ``migrations/`` as ``gateway/control/migrations`` (setup.py copies it
@@ -27,9 +33,11 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
     sha256     TEXT NOT NULL,
-    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    applied_at TEXT NOT NULL
 )
 """
+# Any fixed number: the key of the PostgreSQL advisory lock that serialises migrations.
+_PG_LOCK_KEY = 0x616C6D616E6163  # "almanac"
 
 
 @dataclass(frozen=True)
@@ -58,48 +66,73 @@ def parse_migrations(files: dict[str, str]) -> list[Migration]:
     return found
 
 
-def load_migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+def load_migrations(directory: Path = MIGRATIONS_DIR, dialect: Dialect = "sqlite") -> list[Migration]:
+    """The migrations of ``directory`` for ``dialect`` (PostgreSQL twins replace their SQLite file)."""
     if not directory.is_dir():
         raise ConfigError(f"migrations directory {directory} is missing")
     files = {p.name: p.read_text(encoding="utf-8") for p in directory.glob("*.sql")}
+    twins = directory / "postgresql"
+    if twins.is_dir():
+        for twin in twins.glob("*.sql"):
+            if twin.name not in files:
+                raise ConfigError(f"{twin} has no SQLite migration {twin.name} beside it")
+            if dialect == "postgresql":
+                files[twin.name] = twin.read_text(encoding="utf-8")
     return parse_migrations(files)
 
 
-def current_version(conn: apsw.Connection) -> int:
-    row = conn.execute("PRAGMA user_version").fetchone()
-    return int(row[0]) if row else 0
+def current_version(db: Database) -> int:
+    """The newest migration applied (0 for an empty database)."""
+    row = db.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(str(row[0])) if row and row[0] is not None else 0
 
 
-def migrate(conn: apsw.Connection, migrations: list[Migration]) -> list[int]:
+@contextmanager
+def _exclusive(db: Database) -> Iterator[None]:
+    """A transaction no other gateway's migration runs beside."""
+    if isinstance(db, SqliteDatabase):
+        with db.immediate():
+            yield
+        return
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(?)", (_PG_LOCK_KEY,))
+        yield
+
+
+def _applied(db: Database) -> dict[int, str]:
+    return {int(str(v)): str(n) for v, n in db.execute("SELECT version, name FROM schema_migrations")}
+
+
+def migrate(db: Database, migrations: list[Migration]) -> list[int]:
     """Apply every migration newer than the database; return the versions applied."""
-    conn.execute(_BOOTSTRAP)
-    applied = {int(v): str(n) for v, n in conn.execute("SELECT version, name FROM schema_migrations")}
+    with _exclusive(db):
+        db.script(_BOOTSTRAP)
+    applied = _applied(db)
     newest = migrations[-1].version if migrations else 0
-    if current_version(conn) > newest:
+    if applied and max(applied) > newest:
         raise ConfigError(
-            f"the control-plane database is at version {current_version(conn)}, newer than this "
+            f"the control-plane database is at version {max(applied)}, newer than this "
             f"gateway ({newest}); upgrade the gateway"
         )
+    for migration in migrations:
+        if migration.version in applied and applied[migration.version] != migration.name:
+            raise ConfigError(
+                f"migration {migration.version:04d} was applied as {applied[migration.version]!r} "
+                f"but is now named {migration.name!r}; migrations must never be renamed"
+            )
     done: list[int] = []
     for migration in migrations:
         if migration.version in applied:
-            if applied[migration.version] != migration.name:
-                raise ConfigError(
-                    f"migration {migration.version:04d} was applied as {applied[migration.version]!r} "
-                    f"but is now named {migration.name!r}; migrations must never be renamed"
-                )
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(migration.sql)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, sha256) VALUES (?, ?, ?)",
-                (migration.version, migration.name, migration.sha256),
+        with _exclusive(db):
+            if migration.version in _applied(db):  # another gateway got there first
+                continue
+            db.script(migration.sql)
+            db.execute(
+                "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?, ?, ?, ?)",
+                (migration.version, migration.name, migration.sha256, utcnow()),
             )
-            conn.execute(f"PRAGMA user_version = {migration.version:d}")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            if db.dialect == "sqlite":
+                db.script(f"PRAGMA user_version = {migration.version:d}")
         done.append(migration.version)
     return done

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import apsw
-
 from gateway.auth import tokens
+from gateway.control.db import Database
 from gateway.errors import InvalidGrant
 
 if TYPE_CHECKING:
@@ -96,9 +95,9 @@ class IssuedTokens:
 
 
 class OAuthQueries:
-    """Mixed into :class:`~gateway.control.store.ControlPlane` (which provides ``_conn``/``_audit``)."""
+    """Mixed into :class:`~gateway.control.store.ControlPlane` (which provides ``_db``/``_audit``)."""
 
-    _conn: apsw.Connection
+    _db: Database
 
     def _audit(
         self,
@@ -119,8 +118,8 @@ class OAuthQueries:
     def save_client(
         self, client_id: str, kind: str, metadata: dict[str, Any], *, now: float, expires_at: float | None
     ) -> None:
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "INSERT INTO oauth_clients (client_id, kind, metadata, created_at, expires_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata, "
                 "expires_at = excluded.expires_at",
@@ -136,7 +135,7 @@ class OAuthQueries:
                 self._audit("oauth.register", None, None, None, None, {"client_id": client_id})
 
     def oauth_client(self, client_id: str) -> ClientRecord | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT client_id, kind, metadata, expires_at FROM oauth_clients WHERE client_id = ?",
             (client_id,),
         ).fetchone()
@@ -148,18 +147,17 @@ class OAuthQueries:
     def collect_garbage(self, *, now: float, unused_client_age: float) -> int:
         """Forget registered clients never used for ``unused_client_age`` seconds, expired consent
         requests, and expired codes never exchanged. Returns how many clients went."""
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            gone = self._db.execute(
                 "DELETE FROM oauth_clients WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at < ?",
                 (iso(now - unused_client_age),),
-            )
-            gone = self._conn.changes()
-            self._conn.execute(
+            ).rowcount
+            self._db.execute(
                 "DELETE FROM oauth_clients WHERE kind = 'cimd' AND expires_at < ?",
                 (iso(now - unused_client_age),),
             )
-            self._conn.execute("DELETE FROM oauth_requests WHERE expires_at < ?", (iso(now),))
-            self._conn.execute(
+            self._db.execute("DELETE FROM oauth_requests WHERE expires_at < ?", (iso(now),))
+            self._db.execute(
                 "DELETE FROM oauth_codes WHERE used_at IS NULL AND expires_at < ?", (iso(now - 3600),)
             )
         return gone
@@ -168,7 +166,7 @@ class OAuthQueries:
 
     def save_request(self, client_id: str, params: dict[str, Any], *, now: float, ttl: float) -> str:
         request_id = secrets.token_urlsafe(24)
-        self._conn.execute(
+        self._db.execute(
             "INSERT INTO oauth_requests (id, client_id, params, created_at, expires_at) "
             "VALUES (?, ?, ?, ?, ?)",
             (request_id, client_id, json.dumps(params), iso(now), iso(now + ttl)),
@@ -176,14 +174,14 @@ class OAuthQueries:
         return request_id
 
     def pending_request(self, request_id: str, *, now: float) -> tuple[str, dict[str, Any]] | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT client_id, params FROM oauth_requests WHERE id = ? AND expires_at > ?",
             (request_id, iso(now)),
         ).fetchone()
         return None if row is None else (str(row[0]), json.loads(str(row[1])))
 
     def drop_request(self, request_id: str) -> None:
-        self._conn.execute("DELETE FROM oauth_requests WHERE id = ?", (request_id,))
+        self._db.execute("DELETE FROM oauth_requests WHERE id = ?", (request_id,))
 
     # -- codes ---------------------------------------------------------------------------------
 
@@ -203,8 +201,8 @@ class OAuthQueries:
     ) -> str:
         """Record the owner's grant and return a fresh authorization code (shown once)."""
         code = secrets.token_urlsafe(32)
-        with self._conn:
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute(
                 "INSERT INTO oauth_codes (code_hash, client_id, owner_id, workspace_id, name, read_only, "
                 "scope, redirect_uri, redirect_explicit, code_challenge, resource, scopes, created_at, "
                 "expires_at) "
@@ -226,7 +224,7 @@ class OAuthQueries:
                     iso(now + ttl),
                 ),
             )
-            self._conn.execute(
+            self._db.execute(
                 "UPDATE oauth_clients SET last_used_at = ? WHERE client_id = ?", (iso(now), client_id)
             )
             detail: dict[str, object] = {
@@ -240,7 +238,7 @@ class OAuthQueries:
         return code
 
     def code(self, code: str) -> CodeRecord | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT client_id, owner_id, workspace_id, name, read_only, scope, redirect_uri, "
             "redirect_explicit, code_challenge, resource, scopes, expires_at, used_at "
             "FROM oauth_codes WHERE code_hash = ?",
@@ -267,8 +265,8 @@ class OAuthQueries:
         """Spend ``code``: create its named connection and issue the first access and refresh tokens.
         A code already spent is refused, and the connection it created is revoked (RFC 6749 §4.1.2)."""
         code_hash = tokens.hash_token(code)
-        with self._conn:
-            row = self._conn.execute(
+        with self._db.transaction():
+            row = self._db.execute(
                 "SELECT client_id, owner_id, workspace_id, name, read_only, scope, resource, used_at, "
                 "connection_id FROM oauth_codes WHERE code_hash = ?",
                 (code_hash,),
@@ -292,16 +290,23 @@ class OAuthQueries:
         self, code_hash: str, row: tuple[Any, ...], now: float, lifetimes: TokenLifetimes, remote: str | None
     ) -> IssuedTokens:
         client_id, owner_id, workspace_id = str(row[0]), str(row[1]), str(row[2])
+        # Spend the code first: its row stays locked until commit, so a gateway exchanging the same
+        # code at the same moment waits here and then finds it spent.
+        spent = self._db.execute(
+            "UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL",
+            (iso(now), code_hash),
+        )
+        if spent.rowcount != 1:
+            raise InvalidGrant("authorization code was already used")
         name = self._free_name(owner_id, str(row[3]))
         connection_id = tokens.new_id("con")
-        self._conn.execute(
+        self._db.execute(
             "INSERT INTO connections (id, owner_id, workspace_id, name, kind, client_id, read_only, scope, "
             "created_at, resource) VALUES (?, ?, ?, ?, 'oauth', ?, ?, ?, ?, ?)",
             (connection_id, owner_id, workspace_id, name, client_id, row[4], row[5], iso(now), row[6]),
         )
-        self._conn.execute(
-            "UPDATE oauth_codes SET used_at = ?, connection_id = ? WHERE code_hash = ?",
-            (iso(now), connection_id, code_hash),
+        self._db.execute(
+            "UPDATE oauth_codes SET connection_id = ? WHERE code_hash = ?", (connection_id, code_hash)
         )
         issued = self._issue(connection_id, tokens.new_id("fam"), now, lifetimes)
         detail: dict[str, object] = {"client_id": client_id, "name": name, "grant": "authorization_code"}
@@ -311,7 +316,7 @@ class OAuthQueries:
     def _free_name(self, owner_id: str, name: str) -> str:
         live = {
             str(r[0])
-            for r in self._conn.execute(
+            for r in self._db.execute(
                 "SELECT name FROM connections WHERE owner_id = ? AND revoked_at IS NULL", (owner_id,)
             )
         }
@@ -343,13 +348,13 @@ class OAuthQueries:
                 iso(now),
                 expires,
             )
-            self._conn.execute(insert, row)
+            self._db.execute(insert, row)
         return IssuedTokens(access.secret, refresh.secret, int(lifetimes.access), connection_id)
 
     # -- refresh and access tokens -------------------------------------------------------------
 
     def refresh_token(self, secret: str) -> RefreshRecord | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT t.connection_id, c.client_id, c.resource, t.expires_at, t.rotated_at, "
             "t.revoked_at IS NULL AND c.revoked_at IS NULL "
             "FROM tokens t JOIN connections c ON c.id = t.connection_id "
@@ -367,8 +372,8 @@ class OAuthQueries:
         """Spend a refresh token for a new pair. Presenting one that was already rotated is a sign it
         leaked: the whole family (the connection and every token it holds) is revoked and audited."""
         token_hash = tokens.hash_token(secret)
-        with self._conn:
-            row = self._conn.execute(
+        with self._db.transaction():
+            row = self._db.execute(
                 "SELECT t.id, t.connection_id, t.family_id, t.rotated_at, t.revoked_at, t.expires_at, "
                 "c.revoked_at FROM tokens t JOIN connections c ON c.id = t.connection_id "
                 "WHERE t.token_hash = ? AND t.kind = 'refresh'",
@@ -385,7 +390,12 @@ class OAuthQueries:
             elif row[5] is not None and epoch(str(row[5])) <= now:
                 raise InvalidGrant("refresh token has expired; sign in again")
             else:
-                self._conn.execute("UPDATE tokens SET rotated_at = ? WHERE id = ?", (iso(now), token_id))
+                spent = self._db.execute(
+                    "UPDATE tokens SET rotated_at = ? WHERE id = ? AND rotated_at IS NULL",
+                    (iso(now), token_id),
+                )
+                if spent.rowcount != 1:  # another gateway rotated it between our read and this write
+                    raise InvalidGrant("refresh token was already used")
                 issued = self._issue(connection_id, family_id, now, lifetimes)
                 con = self.connection(connection_id)
                 detail: dict[str, object] = {"grant": "refresh_token", "name": con.name}
@@ -400,7 +410,7 @@ class OAuthQueries:
         return issued
 
     def access_token(self, secret: str, *, now: float) -> AccessRecord | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT t.connection_id, c.client_id, c.resource, t.expires_at "
             "FROM tokens t JOIN connections c ON c.id = t.connection_id "
             "WHERE t.token_hash = ? AND t.kind = 'access' AND t.revoked_at IS NULL AND c.revoked_at IS NULL "
@@ -414,18 +424,18 @@ class OAuthQueries:
     def revoke_oauth_token(self, secret: str, *, now: float, remote: str | None = None) -> None:
         """RFC 7009: a refresh token ends its whole grant (the connection); an access token only
         itself."""
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT id, connection_id, kind FROM tokens "
             "WHERE token_hash = ? AND kind IN ('access', 'refresh')",
             (tokens.hash_token(secret),),
         ).fetchone()
         if row is None:
             return
-        with self._conn:
+        with self._db.transaction():
             if str(row[2]) == "refresh":
                 self._revoke_connection(str(row[1]), now, "revoked by the client", remote)
             else:
-                self._conn.execute(
+                self._db.execute(
                     "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (iso(now), row[0])
                 )
 
@@ -433,11 +443,11 @@ class OAuthQueries:
         self, connection_id: str, now: float, reason: str, remote: str | None, *, reuse: bool = False
     ) -> None:
         con = self.connection(connection_id)
-        self._conn.execute(
+        self._db.execute(
             "UPDATE connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
             (iso(now), connection_id),
         )
-        self._conn.execute(
+        self._db.execute(
             "UPDATE tokens SET revoked_at = ? WHERE connection_id = ? AND revoked_at IS NULL",
             (iso(now), connection_id),
         )

@@ -1,4 +1,5 @@
-"""The control plane: owners, workspaces, connections, tokens and audit events in SQLite (apsw).
+"""The control plane: owners, workspaces, connections, tokens and audit events — in a SQLite file
+(apsw, the default) or in PostgreSQL (``database_url``; see :mod:`gateway.control.db`).
 
 A thin shell: every method is one short transaction. The schema comes from ``migrations/``
 (applied on open). Workspaces are addressed on disk by their opaque id, never by their name.
@@ -15,6 +16,13 @@ import apsw
 from gateway.auth import tokens
 from gateway.control.accounts import AccountQueries
 from gateway.control.clock import utcnow
+from gateway.control.db import (
+    ConstraintViolation,
+    Database,
+    DatabaseUnavailable,
+    PostgresDatabase,
+    SqliteDatabase,
+)
 from gateway.control.erasure import ErasureQueries
 from gateway.control.migrate import load_migrations, migrate
 from gateway.control.oauth import OAuthQueries
@@ -113,8 +121,33 @@ def _connection(row: tuple[object, ...]) -> Connection:
 
 
 class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
-    def __init__(self, conn: apsw.Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @classmethod
+    def connect(cls, database_url: str | None, path: Path, *, create: bool = True) -> ControlPlane:
+        """The configured control plane: PostgreSQL at ``database_url`` when it is set, else the
+        SQLite file at ``path`` (see :meth:`open`)."""
+        if database_url:
+            return cls.open_url(database_url)
+        return cls.open(path, create=create)
+
+    @classmethod
+    def open_url(cls, url: str) -> ControlPlane:
+        """Connect to PostgreSQL at ``url`` (``postgresql://…``) and migrate it as needed.
+
+        Raises :class:`DataDirError` (one line, password hidden) when the server cannot be reached or
+        refuses the connection."""
+        try:
+            db = PostgresDatabase.connect(url)
+        except DatabaseUnavailable as exc:
+            raise DataDirError(f"{exc}; check database_url (ALMANAC_DATABASE_URL)") from None
+        try:
+            migrate(db, load_migrations(dialect="postgresql"))
+        except BaseException:
+            db.close()
+            raise
+        return cls(db)
 
     @classmethod
     def open(cls, path: Path, *, create: bool = True) -> ControlPlane:
@@ -144,7 +177,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            migrate(conn, load_migrations())
+            migrate(SqliteDatabase(conn), load_migrations())
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
             raise DataDirError(
@@ -160,17 +193,22 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         except BaseException:
             conn.close()
             raise
-        return cls(conn)
+        return cls(SqliteDatabase(conn))
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.dialect
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def ping(self) -> None:
-        self._conn.execute("SELECT count(*) FROM schema_migrations").fetchone()
+        self._db.execute("SELECT count(*) FROM schema_migrations").fetchone()
 
     def _write(self, sql: str, params: tuple[object, ...] = ()) -> None:
-        with self._conn:
-            self._conn.execute(sql, params)
+        with self._db.transaction():
+            self._db.execute(sql, params)
 
     # -- owners and workspaces ---------------------------------------------------------------
 
@@ -181,23 +219,23 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         owner = Owner(tokens.new_id("own"), email, now)
         workspace = Workspace(tokens.new_id("ws"), owner.id, DEFAULT_WORKSPACE, now)
         try:
-            with self._conn:
-                self._conn.execute(
+            with self._db.transaction():
+                self._db.execute(
                     "INSERT INTO owners (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
                     (owner.id, email, password_hash, now),
                 )
-                self._conn.execute(
+                self._db.execute(
                     "INSERT INTO workspaces (id, owner_id, name, created_at) VALUES (?, ?, ?, ?)",
                     (workspace.id, owner.id, workspace.name, now),
                 )
                 self._audit("owner.create", owner.id, workspace.id, None, None, {"email": email})
-        except apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise AlreadyExists(f"an owner with email {email!r} already exists") from exc
         return owner, workspace
 
     def owner_by_email(self, email: str) -> Owner:
-        row = self._conn.execute(
-            "SELECT id, email, created_at FROM owners WHERE email = ? AND disabled_at IS NULL",
+        row = self._db.execute(
+            "SELECT id, email, created_at FROM owners WHERE lower(email) = lower(?) AND disabled_at IS NULL",
             (email.strip(),),
         ).fetchone()
         if row is None:
@@ -205,25 +243,25 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         return Owner(str(row[0]), str(row[1]), str(row[2]))
 
     def password_hash(self, owner_id: str) -> str | None:
-        row = self._conn.execute("SELECT password_hash FROM owners WHERE id = ?", (owner_id,)).fetchone()
+        row = self._db.execute("SELECT password_hash FROM owners WHERE id = ?", (owner_id,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
     def create_workspace(self, owner_id: str, name: str) -> Workspace:
         name = tokens.validate_name(name, what="workspace")
         workspace = Workspace(tokens.new_id("ws"), owner_id, name, utcnow())
         try:
-            with self._conn:
-                self._conn.execute(
+            with self._db.transaction():
+                self._db.execute(
                     "INSERT INTO workspaces (id, owner_id, name, created_at) VALUES (?, ?, ?, ?)",
                     (workspace.id, owner_id, name, workspace.created_at),
                 )
                 self._audit("workspace.create", owner_id, workspace.id, None, None, {"name": name})
-        except apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise AlreadyExists(f"a workspace named {name!r} already exists for this owner") from exc
         return workspace
 
     def workspaces(self, owner_id: str) -> list[Workspace]:
-        rows = self._conn.execute(
+        rows = self._db.execute(
             "SELECT id, owner_id, name, created_at FROM workspaces WHERE owner_id = ? ORDER BY created_at",
             (owner_id,),
         )
@@ -257,34 +295,34 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         minted = tokens.mint("pat")
         connection_id, now = tokens.new_id("con"), utcnow()
         try:
-            with self._conn:
-                self._conn.execute(
+            with self._db.transaction():
+                self._db.execute(
                     "INSERT INTO connections (id, owner_id, workspace_id, name, kind, read_only, scope, "
                     "created_at) VALUES (?, ?, ?, ?, 'pat', ?, ?, ?)",
                     (connection_id, owner_id, workspace_id, name, int(read_only), scope, now),
                 )
-                self._conn.execute(
+                self._db.execute(
                     "INSERT INTO tokens (id, connection_id, kind, token_hash, prefix, created_at) "
                     "VALUES (?, ?, 'pat', ?, ?, ?)",
                     (tokens.new_id("tok"), connection_id, minted.token_hash, minted.prefix, now),
                 )
                 detail = {"name": name, "read_only": read_only, "scope": scope, "prefix": minted.prefix}
                 self._audit("token.create", owner_id, workspace_id, connection_id, remote, detail)
-        except apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise AlreadyExists(
                 f"a live token named {name!r} already exists; revoke it or pick another name"
             ) from exc
         return self.connection(connection_id), minted.secret
 
     def connection(self, connection_id: str) -> Connection:
-        row = self._conn.execute(_CONNECTION_SELECT + " WHERE c.id = ?", (connection_id,)).fetchone()
+        row = self._db.execute(_CONNECTION_SELECT + " WHERE c.id = ?", (connection_id,)).fetchone()
         if row is None:
             raise TokenNotFound(f"no connection {connection_id!r}")
         return _connection(row)
 
     def connections(self, owner_id: str, *, include_revoked: bool = False) -> list[Connection]:
         where = " WHERE c.owner_id = ?" + ("" if include_revoked else " AND c.revoked_at IS NULL")
-        rows = self._conn.execute(_CONNECTION_SELECT + where + " ORDER BY c.created_at", (owner_id,))
+        rows = self._db.execute(_CONNECTION_SELECT + where + " ORDER BY c.created_at", (owner_id,))
         return [_connection(r) for r in rows]
 
     def revoke(self, owner_id: str, id_or_name: str, *, remote: str | None = None) -> Connection:
@@ -294,9 +332,9 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         if not match:
             raise TokenNotFound(f"no live token {id_or_name!r}; `almanac token list` shows them")
         target, now = match[0], utcnow()
-        with self._conn:
-            self._conn.execute("UPDATE connections SET revoked_at = ? WHERE id = ?", (now, target.id))
-            self._conn.execute(
+        with self._db.transaction():
+            self._db.execute("UPDATE connections SET revoked_at = ? WHERE id = ?", (now, target.id))
+            self._db.execute(
                 "UPDATE tokens SET revoked_at = ? WHERE connection_id = ? AND revoked_at IS NULL",
                 (now, target.id),
             )
@@ -310,7 +348,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         default the current time) or revoked."""
         if not tokens.looks_like_token(secret):
             return None
-        row = self._conn.execute(
+        row = self._db.execute(
             """
             SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope, c.resource
             FROM tokens t
@@ -348,7 +386,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         remote: str | None,
         detail: dict[str, object],
     ) -> None:
-        self._conn.execute(
+        self._db.execute(
             "INSERT INTO audit_events (at, kind, owner_id, workspace_id, connection_id, remote, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
@@ -372,7 +410,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         remote: str | None = None,
         detail: dict[str, object] | None = None,
     ) -> None:
-        with self._conn:
+        with self._db.transaction():
             self._audit(kind, owner_id, workspace_id, connection_id, remote, detail or {})
 
     def audit_events(self, *, owner_id: str | None = None, limit: int = 100) -> list[AuditEvent]:
@@ -380,7 +418,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
         params: tuple[object, ...] = ()
         if owner_id is not None:
             sql, params = sql + " WHERE owner_id = ?", (owner_id,)
-        rows = self._conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
         return [
             AuditEvent(
                 id=int(r[0]),

@@ -11,6 +11,7 @@ import pytest
 
 from gateway.control.store import ControlPlane
 from gateway.settings import Settings, load_settings
+from tests.pg import PostgresServer
 
 ENGINE = (sys.executable, "-m", "engine")
 
@@ -27,9 +28,27 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the test session (see tests/pg.py)."""
+    server = PostgresServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """Each control-plane test runs twice: on the default SQLite file (None) and on a fresh
+    database of the session's PostgreSQL server (its URL)."""
+    if request.param == "sqlite":
+        return None
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.create_database()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ControlPlane]:
-    cp = ControlPlane.open(tmp_path / "control.db")
+def store(tmp_path: Path, database_url: str | None) -> Iterator[ControlPlane]:
+    cp = ControlPlane.connect(database_url, tmp_path / "control.db")
     yield cp
     cp.close()
 

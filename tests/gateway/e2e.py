@@ -70,6 +70,7 @@ class Gateway:
     url: str
     reader: threading.Thread
     banner: list[str] = field(default_factory=list)
+    cli_env: dict[str, str] = field(default_factory=dict)  # what admin commands share with serve
 
     @property
     def mcp_url(self) -> str:
@@ -82,7 +83,7 @@ class Gateway:
             capture_output=True,
             text=True,
             timeout=60,
-            env=clean_env({}),
+            env=clean_env(self.cli_env),
         )
         assert result.returncode == 0, result.stderr
         return result.stdout
@@ -172,7 +173,8 @@ def start_gateway(data_dir: Path, log: Path, **settings: str) -> Gateway:
             break
         if banner[-1].startswith("Stop with"):
             break
-    gateway = Gateway(proc, data_dir, url, reader, banner)
+    shared = {"ALMANAC_DATABASE_URL": settings["database_url"]} if "database_url" in settings else {}
+    gateway = Gateway(proc, data_dir, url, reader, banner, shared)
     wait_for(lambda: _up(url), what="the gateway to answer /healthz")
     return gateway
 

@@ -46,7 +46,7 @@ def test_a_code_becomes_a_named_connection_whose_tokens_authenticate(store: Cont
     connection = store.connection(issued.connection_id)
     assert (connection.kind, connection.name) == ("oauth", "Claude")
     # only hashes are stored
-    stored = {str(r[0]) for r in store._conn.execute("SELECT token_hash FROM tokens")}
+    stored = {str(r[0]) for r in store._db.execute("SELECT token_hash FROM tokens")}
     assert issued.access_token not in stored and tokens.hash_token(issued.access_token) in stored
     kinds = [e.kind for e in store.audit_events()]
     assert "oauth.grant" in kinds and "oauth.token_issue" in kinds

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import apsw
 import pytest
 
 from gateway.auth import tokens
@@ -24,9 +23,9 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) 
     owner, ws = store.create_owner("ada@example.com", None)
     connection, secret = store.create_pat(owner.id, ws.id, "laptop")
     assert tokens.looks_like_token(secret)
-    conn: apsw.Connection = store._conn
-    dump = "\n".join(str(row) for row in conn.execute("SELECT * FROM tokens"))
-    dump += "\n".join(str(row) for row in conn.execute("SELECT * FROM audit_events"))
+    db = store._db
+    dump = "\n".join(str(row) for row in db.execute("SELECT * FROM tokens"))
+    dump += "\n".join(str(row) for row in db.execute("SELECT * FROM audit_events"))
     assert secret not in dump
     assert tokens.hash_token(secret) in dump
     assert connection.token_prefix is not None and secret.startswith(connection.token_prefix)

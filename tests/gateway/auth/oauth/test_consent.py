@@ -56,8 +56,8 @@ class Consent:
 
 
 @pytest.fixture
-async def consent(data_dir: Path) -> AsyncIterator[Consent]:
-    app = create_app(make_settings(data_dir, engine_warm_spare=False))
+async def consent(data_dir: Path, database_url: str | None) -> AsyncIterator[Consent]:
+    app = create_app(make_settings(data_dir, engine_warm_spare=False, database_url=database_url))
     store: ControlPlane = app.state.components.store
     owner, _ = store.create_owner("eve@example.com", hash_password(PASSWORD))
     store.create_workspace(owner.id, "research")

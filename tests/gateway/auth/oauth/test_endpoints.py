@@ -49,9 +49,9 @@ def pkce() -> tuple[str, str]:
 
 
 @pytest.fixture
-async def server(data_dir: Path) -> AsyncIterator[Server]:
+async def server(data_dir: Path, database_url: str | None) -> AsyncIterator[Server]:
     clock = Clock()
-    app = create_app(make_settings(data_dir, engine_warm_spare=False), clock=clock)
+    app = create_app(make_settings(data_dir, engine_warm_spare=False, database_url=database_url), clock=clock)
     async with serving(app, lifespan="on") as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         yield Server(url, app.state.components.store, clock, http)
 

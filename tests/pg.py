@@ -1,0 +1,116 @@
+"""A real PostgreSQL server for the tests: Debian's ``postgresql`` binaries (installed by
+``scripts/test-setup``), a throw-away cluster in a temporary directory, reached only through a Unix
+socket in that directory (no TCP port). One server per test session; a fresh database per test.
+
+PostgreSQL refuses to run as root (as CI does), so then the cluster belongs to ``nobody`` and its
+processes run as that user (``runuser``); the tests, as root, still reach the socket.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+SUPERUSER = "almanac"
+
+
+def _bin_dir() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    if not found:
+        raise RuntimeError(
+            "PostgreSQL server binaries are missing (/usr/lib/postgresql/*/bin/initdb); "
+            "run scripts/test-setup (it installs Debian's postgresql package)"
+        )
+    return Path(found[-1]).parent
+
+
+@dataclass
+class PostgresServer:
+    root: Path
+    bin_dir: Path
+    run_as: str | None  # an unprivileged user when the tests run as root
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.root / "socket"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@/{database}?host={quote(str(self.socket_dir), safe='')}"
+
+    def _run(self, *argv: str) -> None:
+        prefix = ("runuser", "-u", self.run_as, "--") if self.run_as else ()
+        result = subprocess.run(
+            (*prefix, *argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(argv)} failed ({result.returncode}): {result.stderr or result.stdout}"
+            )
+
+    @classmethod
+    def start(cls) -> PostgresServer:
+        bin_dir = _bin_dir()
+        run_as = "nobody" if os.geteuid() == 0 else None
+        root = Path(tempfile.mkdtemp(prefix="almanac-pg-"))
+        server = cls(root, bin_dir, run_as)
+        (root / "socket").mkdir()
+        if run_as is not None:
+            user = pwd.getpwnam(run_as)
+            for path in (root, root / "socket"):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        server._run(
+            str(bin_dir / "initdb"),
+            "-D",
+            str(server.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--no-sync",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+        )
+        options = (
+            f"-k {server.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=200"
+        )
+        server._run(
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(server.data),
+            "-l",
+            str(root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        return server
+
+    def create_database(self) -> str:
+        """A new empty database; returns its URL."""
+        name = f"t_{secrets.token_hex(6)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"'.encode())
+        return self.url(name)
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
