@@ -13,7 +13,16 @@ import psycopg
 import pytest
 
 from gateway.control.db import redact
-from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, files_containing, start_gateway
+from tests.gateway.e2e import (
+    ALMANAC,
+    Gateway,
+    clean_env,
+    connect,
+    data,
+    files_containing,
+    start_gateway,
+    wait_for,
+)
 from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -54,15 +63,20 @@ async def test_the_gateway_keeps_its_control_plane_in_postgresql(gateway: Gatewa
     assert not (gateway.data_dir / "control.db").exists()
     # the memory itself lives in the workspace's Markdown store in the data directory, as always
     assert files_containing(gateway.workspace_dir("ada@example.com"), "blue-green")
-    # revoking through the shared control plane shuts the token out at once
+    # revoking through the control plane shuts the token out
     gateway.cli("token", "revoke", "--owner", "ada@example.com", "Ada's laptop")
+    wait_for(lambda: _status(gateway, token) == 401, timeout=5, what="the revoked token to be refused")
+
+
+def _status(gateway: Gateway, token: str) -> int:
+    """The HTTP status of an MCP ping with ``token``."""
     response = httpx.post(
         gateway.mcp_url,
         headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
         json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
         timeout=30,
     )
-    assert response.status_code == 401
+    return response.status_code
 
 
 @pytest.mark.req("run:scale-out")
@@ -84,6 +98,9 @@ async def test_two_gateways_share_one_postgresql_control_plane(
             assert stored["source"] == "Bob's agent"
         assert files_containing(other.data_dir / "workspaces", "through the other gateway")
         assert not files_containing(gateway.data_dir / "workspaces", "through the other gateway")
+        # revoked through the first gateway's commands: refused by the other one too
+        gateway.cli("token", "revoke", "--owner", "bob@example.com", "Bob's agent")
+        wait_for(lambda: _status(other, token) == 401, timeout=5, what="the other gateway to refuse it")
     finally:
         other.stop()
 
@@ -105,7 +122,7 @@ def test_serve_refuses_a_database_url_it_cannot_use(tmp_path: Path) -> None:
     assert "database_url must be a PostgreSQL URL" in wrong_kind.stderr
     unreachable_url = "postgresql://almanac:hunter2@127.0.0.1:1/almanac"
     unreachable = serve(unreachable_url)
-    assert unreachable.returncode != 0
+    assert unreachable.returncode == 2
     assert (
         f"cannot connect to the PostgreSQL control plane at {redact(unreachable_url)}" in unreachable.stderr
     )
