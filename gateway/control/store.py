@@ -96,7 +96,7 @@ SELECT c.id, c.owner_id, c.workspace_id, w.name, c.name, c.kind, c.read_only, c.
        c.last_used_at, c.revoked_at,
        (SELECT t.prefix FROM tokens t WHERE t.connection_id = c.id AND t.kind = 'pat' LIMIT 1),
        c.client_id,
-       (SELECT json_extract(k.metadata, '$.client_name') FROM oauth_clients k WHERE k.client_id = c.client_id)
+       (SELECT k.metadata FROM oauth_clients k WHERE k.client_id = c.client_id)
 FROM connections c JOIN workspaces w ON w.id = c.workspace_id
 """
 
@@ -116,8 +116,16 @@ def _connection(row: tuple[object, ...]) -> Connection:
         revoked_at=None if row[10] is None else str(row[10]),
         token_prefix=None if row[11] is None else str(row[11]),
         client_id=None if row[12] is None else str(row[12]),
-        client_name=None if row[13] is None else str(row[13]),
+        client_name=_client_name(row[13]),
     )
+
+
+def _client_name(metadata: object) -> str | None:
+    """The ``client_name`` of an OAuth client's JSON record (parsed here: the same on both databases)."""
+    if metadata is None:
+        return None
+    name = json.loads(str(metadata)).get("client_name")
+    return None if name is None else str(name)
 
 
 class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
