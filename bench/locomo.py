@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo (``quality:locomo``, ``quality:honest-miss``).
 
     python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all] [--only conv-26,conv-44]
-                           [--cache FILE] [--no-context] [--json OUT]
+                           [--cache FILE] [--keep DIR] [--no-context] [--json OUT]
 
 One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
 the engine's own write path (``Memory.remember``, a note, its session's date as its time);
@@ -312,14 +312,35 @@ def table(rows: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def reopen(conv: Conversation, root: Path, embedder: Embedder, cache: EmbeddingCache) -> Built | None:
+    """A workspace a previous run built and kept (``--keep``), opened as it is; None if there is none."""
+    saved = root / "dia_of.json"
+    if not saved.exists():
+        return None
+    ws = Workspace(root)
+    ws.open()
+    indexer = Indexer(ws, embedder, cache=cache, scan_interval_s=None)
+    indexer.start()
+    return Built(conv, ws, indexer, json.loads(saved.read_text(encoding="utf-8")))
+
+
 def build_all(
-    convs: list[Conversation], root: Path, mode: str, embedder: Embedder, cache: EmbeddingCache
+    convs: list[Conversation],
+    root: Path,
+    mode: str,
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    *,
+    keep: bool = False,
 ) -> list[Built]:
     builder = build_mcp if mode == "mcp" else build_engine
     built = []
     for conv in convs:
         t0 = time.perf_counter()
-        b = builder(conv, root / conv.sample_id, embedder, cache)
+        where = root / conv.sample_id
+        b = (reopen(conv, where, embedder, cache) if keep else None) or builder(conv, where, embedder, cache)
+        if keep:
+            (where / "dia_of.json").write_text(json.dumps(b.dia_of), encoding="utf-8")
         if not b.indexer.wait_idle(1800):
             raise RuntimeError(f"indexing {conv.sample_id} did not finish")
         print(
@@ -342,7 +363,8 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
             c.questions = [q for q in c.questions if set(q.evidence) <= known]
     with tempfile.TemporaryDirectory(prefix="almanac-locomo-") as tmp:
         cache = EmbeddingCache(args.cache or Path(tmp) / "embeddings.sqlite")
-        built = build_all(convs, Path(tmp), args.mode, embedder, cache)
+        root = Path(tmp) if args.keep is None else args.keep / f"{args.mode}-{layout}"
+        built = build_all(convs, root, args.mode, embedder, cache, keep=args.keep is not None)
         t0 = time.perf_counter()
         qvecs = {q.text: embedder.embed_query(q.text) for c in convs for q in c.questions}
         embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
@@ -414,6 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated sample ids (default: all)")
     parser.add_argument("--limit-turns", type=int, help="first N turns of each conversation (smoke runs)")
     parser.add_argument("--cache", type=Path, help="embedding cache file to reuse between runs")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the built workspaces under this folder and reuse them in later runs "
+        "(to re-measure ranking changes without rebuilding; delete it after a write-side change)",
+    )
     parser.add_argument("--no-context", action="store_true", help="skip the get_context measurement")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)

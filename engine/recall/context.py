@@ -109,11 +109,11 @@ class Recall:
         future = _pool().submit(self._embed, query)
         return future.result
 
-    def _unknown_names(self, query: Query) -> int:
+    def _known_names(self, query: Query) -> set[str]:
         def known(name: str) -> bool:
             return self.db.exists("chunks", quote(name)) or self.db.exists("facts", quote(name))
 
-        return sum(1 for name in query.names if not known(name))
+        return {name for name in query.names if known(name)}
 
     def search(
         self,
@@ -159,8 +159,12 @@ class Recall:
             retrieval = "hybrid" if ranked.keyword else "semantic"
         else:
             retrieval = "keyword" if ranked.keyword else "facts"
-        best = [confidence(h.lexical, h.cosine) for h in ranked.hits[:5]]
-        conf = query_confidence(best, self._unknown_names(query), len(query.names))
+        known = self._known_names(query)  # whom the query is about: covered by every memory
+        best = [
+            confidence(_coverage(query.terms, h, known) if known else h.lexical, h.cosine)
+            for h in ranked.hits[:5]
+        ]
+        conf = query_confidence(best, len(query.names) - len(known), len(query.names))
         decay_of = None
         if self.ageing is not None:
             ageing, now = self.ageing, self.ageing.clock()
@@ -351,6 +355,10 @@ class Recall:
             item["archived"] = True
             item["banner"] = BANNER
         return item
+
+
+def _coverage(terms: tuple[str, ...], hit: Hit, known: set[str]) -> float:
+    return lexical_score(terms, hit.row.text, hit.row.tags.split("\n"), given=known)
 
 
 _POOL: ThreadPoolExecutor | None = None

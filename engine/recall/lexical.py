@@ -9,7 +9,7 @@ compared after a light suffix strip (``branches`` ~ ``branch``). It is an absolu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 from engine.recall.query import words_of
@@ -36,13 +36,16 @@ def stems(words: Iterable[str]) -> set[str]:
     return {stem(w) for w in words}
 
 
-def lexical_score(query_terms: tuple[str, ...], body: str, tags: Iterable[str] = ()) -> float:
-    """Coverage of ``query_terms`` by ``body`` and ``tags`` (0 … 1), plus the verbatim bonus."""
+def lexical_score(
+    query_terms: tuple[str, ...], body: str, tags: Iterable[str] = (), given: Collection[str] = ()
+) -> float:
+    """Coverage of ``query_terms`` by ``body`` and ``tags`` (0 … 1), plus the verbatim bonus;
+    terms in ``given`` count as found in the body whether they are there or not."""
     if not query_terms:
         return 0.0
     body_words = words_of(body)
     distinct = set(body_words)
-    in_body = stems(distinct)
+    in_body = stems(distinct) | stems(given)
     in_tags = stems(w for tag in tags if tag for w in words_of(tag))
     covered = 0.0
     for term in query_terms:

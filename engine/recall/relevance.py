@@ -3,8 +3,12 @@
 Fused scores are relative to the candidates of one query, so they cannot say "nothing matched".
 The match confidence of a memory is absolute instead: the larger of its keyword coverage
 (:func:`~engine.recall.lexical.lexical_score`) and its cosine similarity rescaled to 0 … 1
-between :data:`COS_FLOOR` and :data:`COS_CEIL`. A query that names someone (a capitalised word)
-the workspace has never heard of is scaled down by :data:`UNKNOWN_NAME_FACTOR`. ``relevant`` is
+between :data:`COS_FLOOR` and :data:`COS_CEIL`. In keyword coverage a name of the query that the
+workspace knows counts as covered by every memory: a name says whom a question is about, and
+whether a memory repeats it depends only on how it happens to be worded ("Caroline: I …" or just
+"I …") — so the same memories give the same verdict in every layout. A query that names someone
+(a capitalised word) the workspace has never heard of is scaled down by
+:data:`UNKNOWN_NAME_FACTOR`. ``relevant`` is
 true when the best confidence reaches ``min_match_score``; the constants were calibrated on
 LoCoMo's dev halves (see docs/recall.md).
 """

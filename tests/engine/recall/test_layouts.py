@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.recall.context import Recall, RecallSettings
 from tests.engine.index.helpers import CALLER, engine
 
 # (person, what they said, the day) — two people, each also mentioning the other's topic.
@@ -51,3 +52,31 @@ def test_the_same_facts_in_every_layout_give_the_same_top_hit(tmp_path: Path) ->
     found = {name: top_hits(tmp_path / str(i), layout) for i, (name, layout) in enumerate(LAYOUTS.items())}
     for name, tops in found.items():
         assert tops == QUESTIONS, f"layout {name!r} ranked another memory first: {tops}"
+
+
+PLAIN: Layout = lambda who, said, day: said  # noqa: E731 — nothing says who spoke
+
+
+def verdicts(root: Path, layout: Layout, questions: list[str]) -> dict[str, bool]:
+    """``relevant`` for each question, by keywords alone (so the words decide, not the model)."""
+    with engine(root) as e:
+        for who, said, day in FACTS:
+            e.memory.remember(CALLER, layout(who, said, day))
+        e.memory.remember(CALLER, "Priya and Tomás planned the next party together.")  # both are known
+        e.settle()
+        words_only = Recall(e.indexer, RecallSettings(semantic=False))
+        return {q: words_only.search(q, limit=10).relevant for q in questions}
+
+
+@pytest.mark.req("quality:layouts")
+@pytest.mark.req("quality:honest-miss")
+def test_whether_anything_matched_does_not_depend_on_the_memory_naming_the_person(tmp_path: Path) -> None:
+    """A question names whom it is about; whether the memory repeats that name is a matter of
+    wording, so the relevant verdict is the same with and without it, and a stranger's name
+    still makes a miss."""
+    asked = ["On which trail did Tomás go hiking?", "Which shelter cat did Tomás name?"]
+    stranger = ["Where did Zoltan go hiking?"]
+    named = verdicts(tmp_path / "named", LAYOUTS["name first"], asked + stranger)
+    plain = verdicts(tmp_path / "plain", PLAIN, asked + stranger)
+    assert named == plain, f"the verdict depends on the layout: {named} vs {plain}"
+    assert all(plain[q] for q in asked) and not plain[stranger[0]], plain

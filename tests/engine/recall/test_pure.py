@@ -132,3 +132,17 @@ def test_match_confidence_is_absolute_and_unknown_names_lower_it() -> None:
     assert confidence(0.0, 0.9) == 1.0
     assert confidence(0.8, None) == 0.8
     assert query_confidence([0.8], unknown_names=1, named=1) < query_confidence([0.8], 0, 1)
+
+
+@pytest.mark.req("quality:honest-miss")
+def test_coverage_counts_given_words_as_found_wherever_the_memory_is_silent() -> None:
+    terms = ("adoption", "caroline", "researched")  # not in the memory's order: no verbatim bonus
+    plain = lexical_score(terms, "I researched adoption agencies last week.")
+    named = lexical_score(terms, "Caroline: I researched adoption agencies last week.")
+    assert plain < named
+    given = lexical_score(terms, "I researched adoption agencies last week.", given={"caroline"})
+    assert given == lexical_score(
+        terms, "Caroline: I researched adoption agencies last week.", given={"caroline"}
+    )
+    assert given == named  # the name counts the same whether the memory repeats it or not
+    assert lexical_score(terms, "Nothing about it.", given={"caroline"}) < 0.5
