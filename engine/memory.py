@@ -254,7 +254,7 @@ class Memory:
                 )
             now = self.clock()
             event = Event(self._new_id(ids.EVENT, now), "delete", now, memory_id, source=who)
-            self.ws.erase(event)
+            self.ws.append_event(event)
             return Receipt("delete", event.event_id, memory_id, kind, scope, who.name, who.verified)
 
     def _not_found(self, memory_id: str) -> NotFound:

@@ -27,7 +27,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from engine.errors import StoreUnavailable
-from engine.store import daylog, fsio, ids, ledger, notefile
+from engine.store import daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
@@ -81,12 +81,8 @@ def day_path(day: date) -> Path:
     return Path(f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}.md")
 
 
-def _exact(path: Path) -> str:
-    """A file's text such that encoding it back (``surrogateescape``) gives its bytes unchanged."""
-    return path.read_bytes().decode("utf-8", errors="surrogateescape")
-
-
-def _md_files(base: Path) -> Iterator[Path]:
+def md_files(base: Path) -> Iterator[Path]:
+    """Every Markdown file below ``base`` (none when it does not exist), sorted, hidden ones left out."""
     if base.is_dir():
         for path in sorted(base.rglob("*.md")):
             if not path.name.startswith(".") and path.is_file():
@@ -131,7 +127,7 @@ class Workspace:
             moved: dict[str, State] = {}  # a log entry's state as the ledger's last retire/restore says
             mentioned: set[str] = set()  # memories with blocks since their last delete event (if any)
             unfinished: set[str] = set()  # deletions whose erasure a crash interrupted
-            for path in _md_files(self.root / FACTS):
+            for path in md_files(self.root / FACTS):
                 text = self._read_text(path)
                 if text is None:
                     continue
@@ -152,12 +148,12 @@ class Workspace:
                         moved[event.memory] = State.RETIRED if event.kind == "retire" else State.LIVE
             for state in (State.RETIRED, State.LIVE, State.ARCHIVED):
                 base = self.root / _NOTE_ROOTS[state]
-                for path in _md_files(base):
+                for path in md_files(base):
                     self._load_note(path, path.relative_to(base), state)
             copies: dict[str, list[LogRecord]] = {}
             for state in (State.RETIRED, State.LIVE):
                 base = self.root / _LOG_ROOTS[state]
-                for path in _md_files(base):
+                for path in md_files(base):
                     self._load_log(path, path.relative_to(base), state, copies)
             for entry_id, found in copies.items():
                 self.logs[entry_id] = self._one_copy(found, moved.get(entry_id, State.LIVE))
@@ -169,7 +165,7 @@ class Workspace:
         """Complete a deletion a crash interrupted after its delete event was written."""
         event = self.deleted[memory]
         try:
-            self._erase_content(memory, event.event_id)
+            erasure.erase_content(self, memory, event.event_id)
         except StoreUnavailable as exc:
             problem = Problem(1, f"could not finish deleting {memory}: {exc.message}")
             self._report(self.root / FACTS, [problem])
@@ -286,6 +282,9 @@ class Workspace:
             listener(memory_id)
 
     def append_event(self, event: Event) -> None:
+        """Append one ledger event. A ``delete`` (``life:delete``) is the commit point of a deletion:
+        once it is durable the memory's content is erased (:mod:`engine.store.erasure`); a crash in
+        between is finished on the next load."""
         path = self.root / FACTS / f"{event.time.year:04d}-{event.time.month:02d}.md"
         block = ledger.format_event(event)
         if not path.exists():
@@ -293,48 +292,12 @@ class Workspace:
         with durable("append to the ledger"):
             fsio.append_durable(path, block.encode())
         self.facts.apply(event)
-        if event.kind in ("store", "supersede"):
+        if event.kind == "delete":
+            self.deleted[event.memory] = event
+            erasure.erase_content(self, event.memory, event.event_id)
+        elif event.kind in ("store", "supersede"):
             self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
         self._changed(event.memory)
-
-    def erase(self, event: Event) -> None:
-        """Delete a memory for good (``life:delete``): the ``delete`` event is appended first (the
-        commit point: a crash after it is finished on the next load), then the note file or log
-        entry is removed and every earlier ledger block about it is erased."""
-        path = self.root / FACTS / f"{event.time.year:04d}-{event.time.month:02d}.md"
-        block = ledger.format_event(event)
-        if not path.exists():
-            block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
-        with durable("append to the ledger"):
-            fsio.append_durable(path, block.encode())
-        self.facts.apply(event)
-        self.deleted[event.memory] = event
-        self._erase_content(event.memory, event.event_id)
-        self._changed(event.memory)
-
-    def _erase_content(self, memory: str, before: str) -> None:
-        note = self.notes.pop(memory, None)
-        if note is not None:
-            key = content_key(note.note.scope, note.note.body)
-            if self.note_by_content.get(key) == memory:
-                del self.note_by_content[key]
-            path = self.note_path(note)
-            with durable("delete the note"):
-                path.unlink(missing_ok=True)
-                fsio.fsync_dir(path.parent)
-        entry = self.logs.pop(memory, None)
-        if entry is not None:
-            for state in _LOG_ROOTS:
-                day_file = self.log_file(entry.day, state)
-                if day_file.exists():
-                    with durable("rewrite the day log"):
-                        kept = daylog.remove_entry(_exact(day_file), memory)
-                        fsio.write_atomic(day_file, kept.encode(errors="surrogateescape"))
-        for segment in _md_files(self.root / FACTS):
-            with durable("rewrite the ledger"):
-                kept, erased = ledger.erase_blocks(_exact(segment), memory, before)
-                if erased:
-                    fsio.write_atomic(segment, kept.encode(errors="surrogateescape"))
 
     def note_path(self, record: NoteRecord) -> Path:
         return self.root / _NOTE_ROOTS[record.state] / record.rel
