@@ -92,6 +92,11 @@ class ErasureQueries:
             delete("connections", "DELETE FROM connections WHERE owner_id = ?", (owner_id,))
             delete("sessions", "DELETE FROM sessions WHERE owner_id = ?", (owner_id,))
             delete("identities", "DELETE FROM owner_identities WHERE owner_id = ?", (owner_id,))
+            delete(
+                "placements",
+                "DELETE FROM placements WHERE workspace_id IN (SELECT id FROM workspaces WHERE owner_id = ?)",
+                (owner_id,),
+            )
             delete("workspaces", "DELETE FROM workspaces WHERE owner_id = ?", (owner_id,))
             self._db.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
             self._db.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))

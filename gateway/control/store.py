@@ -25,6 +25,7 @@ from gateway.control.db import (
 )
 from gateway.control.erasure import ErasureQueries
 from gateway.control.migrate import load_migrations, migrate
+from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
@@ -128,7 +129,7 @@ def _client_name(metadata: object) -> str | None:
     return None if name is None else str(name)
 
 
-class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries):
+class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries):
     def __init__(self, db: Database) -> None:
         self._db = db
 

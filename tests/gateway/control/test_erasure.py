@@ -15,6 +15,8 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     _, secret = store.create_pat(owner.id, default.id, "Laptop")
     _, kept = store.create_pat(other.id, store.workspaces(other.id)[0].id, "Laptop")
     store.create_session(owner.id, max_age=600, remote="10.0.0.9", user_agent=None, method="password")
+    store.register_node("node-a", "http://node-a", now=1e9)  # its workspace placed on a node
+    store.place(default.id, now=1e9, heartbeat_timeout=15, lease=30)
     with pytest.raises(OwnerNotFound):
         store.forget_owner(owner.id)  # not locked out yet: nothing is deleted
     assert store.authenticate(secret) is not None
@@ -28,6 +30,7 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
 
     gone = store.forget_owner(owner.id)
     assert gone["workspaces"] == 1 and gone["connections"] == 1 and gone["tokens"] == 1
+    assert gone["placements"] == 1 and store.placement(default.id) is None
     assert gone["sessions"] == 1
     assert store.workspaces(owner.id) == []
     events = store.audit_events(owner_id=owner.id)

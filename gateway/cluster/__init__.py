@@ -1,0 +1,1 @@
+"""Running past one host: which node serves a workspace (issue 15)."""

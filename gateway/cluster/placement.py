@@ -1,0 +1,99 @@
+"""Where a workspace is served, decided from the control plane's ``nodes`` and ``placements`` rows
+(issue 15, ``run:scale-out`` groundwork). Pure functions over frozen records; the SQL that reads and
+writes those rows is :mod:`gateway.control.nodes`.
+
+A *node* is one ``almanac serve`` with its own data directory. It is *live* while its heartbeat is
+younger than the heartbeat timeout and it is not draining. A workspace is *placed* on exactly one
+node, and that placement is a *lease*: the node renews it with each heartbeat, and a node whose
+lease has run out (it lost the control plane, or died) must not serve the workspace until it renews
+it. A workspace whose node is not live is unavailable (503 + Retry-After); it is never opened on a
+second node, because its files are on the first one's disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class PlacementError(Exception):
+    """No node can take a new workspace (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    advertise_url: str
+    heartbeat_at: float  # epoch seconds
+    draining: bool
+    workspaces: int  # how many workspaces are placed on it
+
+
+@dataclass(frozen=True)
+class Placement:
+    workspace_id: str
+    node: str
+    lease_expires_at: float  # epoch seconds
+
+
+@dataclass(frozen=True)
+class Local:
+    """Serve it here."""
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Send the call to the owning node."""
+
+    node: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Refuse with 503 and ``Retry-After: retry_after``; nothing is started anywhere."""
+
+    reason: str
+    retry_after: float
+
+
+Route = Local | Forward | Unavailable
+
+
+def is_live(node: Node, *, now: float, heartbeat_timeout: float) -> bool:
+    """Heard from within ``heartbeat_timeout`` seconds (a node draining is still live: it serves
+    what it holds, it only takes nothing new)."""
+    return now - node.heartbeat_at <= heartbeat_timeout
+
+
+def choose_node(nodes: Iterable[Node], *, now: float, heartbeat_timeout: float) -> Node:
+    """The node a new workspace goes to: the live, non-draining node with the fewest workspaces
+    (ties: the name first in order, so every gateway picks the same one)."""
+    candidates = [
+        n for n in nodes if not n.draining and is_live(n, now=now, heartbeat_timeout=heartbeat_timeout)
+    ]
+    if not candidates:
+        raise PlacementError("no live node takes new workspaces; start a node or end a drain")
+    return min(candidates, key=lambda n: (n.workspaces, n.name))
+
+
+def route(
+    placement: Placement,
+    nodes: Iterable[Node],
+    *,
+    here: str,
+    now: float,
+    heartbeat_timeout: float,
+    retry_after: float,
+) -> Route:
+    """Where a call for ``placement``'s workspace goes, seen from the node named ``here``."""
+    owner = next((n for n in nodes if n.name == placement.node), None)
+    if owner is None:
+        return Unavailable(f"node {placement.node!r} is not registered", retry_after)
+    if not is_live(owner, now=now, heartbeat_timeout=heartbeat_timeout):
+        return Unavailable(f"node {owner.name!r} has not been heard from", retry_after)
+    if placement.lease_expires_at <= now:
+        return Unavailable(f"the lease of node {owner.name!r} on this workspace has run out", retry_after)
+    if owner.name == here:
+        return Local()
+    return Forward(owner.name, owner.advertise_url)

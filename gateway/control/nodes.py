@@ -1,0 +1,106 @@
+"""The control plane's nodes and placements (issue 15 groundwork): the only SQL about them. Mixed
+into :class:`~gateway.control.store.ControlPlane`; the decisions are pure functions in
+:mod:`gateway.cluster.placement`.
+
+Every method takes ``now`` (epoch seconds) from the caller, like the OAuth queries. Placing a
+workspace is race-free across gateways: the row is inserted with ``ON CONFLICT DO NOTHING`` and read
+back, so whoever inserted first decides, and everyone then sees the same node.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.cluster.placement import Node, Placement, choose_node
+from gateway.control.db import Database
+from gateway.control.oauth import epoch, iso
+from gateway.errors import BadRequest
+
+
+class _Plane(Protocol):
+    _db: Database
+
+
+_NODES = """
+SELECT n.name, n.advertise_url, n.heartbeat_at, n.draining,
+       (SELECT count(*) FROM placements p WHERE p.node = n.name)
+FROM nodes n
+"""
+
+
+def _node(row: tuple[object, ...]) -> Node:
+    return Node(str(row[0]), str(row[1]), epoch(str(row[2])), bool(row[3]), int(str(row[4])))
+
+
+def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
+    """A node name (1–63 of a-z, 0-9, '-', like a DNS label) and an http(s) URL to reach it."""
+    name = name.strip()
+    ok = 0 < len(name) <= 63 and all(c.isascii() and (c.isalnum() or c == "-") for c in name)
+    if not ok or name != name.lower() or name.startswith("-") or name.endswith("-"):
+        raise BadRequest(f"node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}")
+    if not advertise_url.startswith(("http://", "https://")):
+        raise BadRequest(f"a node's advertise URL must start with http:// or https://, got {advertise_url!r}")
+    return name, advertise_url.rstrip("/")
+
+
+class NodeQueries:
+    def register_node(self: _Plane, name: str, advertise_url: str, *, now: float) -> Node:
+        """Add a node, or bring a known one back (new URL, heartbeat now, no longer draining)."""
+        name, advertise_url = validate_node(name, advertise_url)
+        with self._db.transaction():
+            self._db.execute(
+                "INSERT INTO nodes (name, advertise_url, started_at, heartbeat_at, draining) "
+                "VALUES (?, ?, ?, ?, 0) ON CONFLICT (name) DO UPDATE SET "
+                "advertise_url = excluded.advertise_url, started_at = excluded.started_at, "
+                "heartbeat_at = excluded.heartbeat_at, draining = 0",
+                (name, advertise_url, iso(now), iso(now)),
+            )
+            row = self._db.execute(_NODES + " WHERE n.name = ?", (name,)).fetchone()
+        assert row is not None
+        return _node(row)
+
+    def heartbeat(self: _Plane, name: str, *, now: float, lease: float) -> int:
+        """The node is alive: record it and renew the leases of every workspace placed on it until
+        ``now + lease``. Returns how many leases were renewed (an unknown node renews none)."""
+        with self._db.transaction():
+            known = self._db.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (iso(now), name))
+            if known.rowcount == 0:
+                return 0
+            return self._db.execute(
+                "UPDATE placements SET lease_expires_at = ? WHERE node = ?", (iso(now + lease), name)
+            ).rowcount
+
+    def set_draining(self: _Plane, name: str, draining: bool) -> None:
+        if (
+            self._db.execute("UPDATE nodes SET draining = ? WHERE name = ?", (int(draining), name)).rowcount
+            == 0
+        ):
+            raise BadRequest(f"no node named {name!r}")
+
+    def nodes(self: _Plane) -> list[Node]:
+        return [_node(r) for r in self._db.execute(_NODES + " ORDER BY n.name")]
+
+    def placement(self: _Plane, workspace_id: str) -> Placement | None:
+        row = self._db.execute(
+            "SELECT workspace_id, node, lease_expires_at FROM placements WHERE workspace_id = ?",
+            (workspace_id,),
+        ).fetchone()
+        return None if row is None else Placement(str(row[0]), str(row[1]), epoch(str(row[2])))
+
+    def place(
+        self: _Plane, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
+    ) -> Placement:
+        """Where ``workspace_id`` lives, placing it on the least-loaded live node if it is nowhere
+        yet. Raises :class:`~gateway.cluster.placement.PlacementError` when no node can take it."""
+        existing = NodeQueries.placement(self, workspace_id)
+        if existing is not None:
+            return existing
+        chosen = choose_node(NodeQueries.nodes(self), now=now, heartbeat_timeout=heartbeat_timeout)
+        self._db.execute(
+            "INSERT INTO placements (workspace_id, node, lease_expires_at, placed_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (workspace_id) DO NOTHING",
+            (workspace_id, chosen.name, iso(now + lease), iso(now)),
+        )
+        placed = NodeQueries.placement(self, workspace_id)
+        assert placed is not None
+        return placed

@@ -1,0 +1,100 @@
+"""Placement decisions (issue 15 groundwork): new workspaces go to the least-loaded live node; a
+call is served here, forwarded to the owning node, or refused while that node is down."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.cluster.placement import (
+    Forward,
+    Local,
+    Node,
+    Placement,
+    PlacementError,
+    Unavailable,
+    choose_node,
+    is_live,
+    route,
+)
+
+NOW = 1_900_000_000.0
+TIMEOUT = 15.0
+
+
+def _node(name: str, *, age: float = 1.0, workspaces: int = 0, draining: bool = False) -> Node:
+    return Node(name, f"http://{name}.internal:8080", NOW - age, draining, workspaces)
+
+
+def test_a_node_is_live_while_its_heartbeat_is_younger_than_the_timeout() -> None:
+    assert is_live(_node("a", age=TIMEOUT), now=NOW, heartbeat_timeout=TIMEOUT)
+    assert not is_live(_node("a", age=TIMEOUT + 0.001), now=NOW, heartbeat_timeout=TIMEOUT)
+
+
+def test_new_workspaces_go_to_the_least_loaded_live_node_that_is_not_draining() -> None:
+    nodes = [
+        _node("a", workspaces=5),
+        _node("b", workspaces=2),
+        _node("c", workspaces=0, age=60),  # dead
+        _node("d", workspaces=1, draining=True),
+        _node("e", workspaces=2),
+    ]
+    assert choose_node(nodes, now=NOW, heartbeat_timeout=TIMEOUT).name == "b"  # ties: by name
+
+
+def test_no_live_node_is_a_clear_refusal() -> None:
+    with pytest.raises(PlacementError, match="no live node"):
+        choose_node([_node("a", age=60), _node("b", draining=True)], now=NOW, heartbeat_timeout=TIMEOUT)
+    with pytest.raises(PlacementError):
+        choose_node([], now=NOW, heartbeat_timeout=TIMEOUT)
+
+
+nodes_st = st.lists(
+    st.builds(
+        Node,
+        name=st.text("abcdefgh", min_size=1, max_size=3),
+        advertise_url=st.just("http://x"),
+        heartbeat_at=st.floats(NOW - 60, NOW),
+        draining=st.booleans(),
+        workspaces=st.integers(0, 50),
+    ),
+    max_size=8,
+    unique_by=lambda n: n.name,
+)
+
+
+@given(nodes_st)
+def test_the_chosen_node_is_eligible_and_none_eligible_holds_fewer(nodes: list[Node]) -> None:
+    eligible = [n for n in nodes if not n.draining and is_live(n, now=NOW, heartbeat_timeout=TIMEOUT)]
+    if not eligible:
+        with pytest.raises(PlacementError):
+            choose_node(nodes, now=NOW, heartbeat_timeout=TIMEOUT)
+        return
+    chosen = choose_node(nodes, now=NOW, heartbeat_timeout=TIMEOUT)
+    assert chosen in eligible
+    assert all(chosen.workspaces <= n.workspaces for n in eligible)
+    assert chosen == choose_node(list(reversed(nodes)), now=NOW, heartbeat_timeout=TIMEOUT)  # any order
+
+
+def test_a_call_is_served_here_forwarded_or_refused() -> None:
+    nodes = [_node("a"), _node("b"), _node("c", age=60)]
+    lease = NOW + 30
+
+    def where(node: str, *, here: str = "a", expires: float = lease) -> object:
+        return route(
+            Placement("ws_1", node, expires),
+            nodes,
+            here=here,
+            now=NOW,
+            heartbeat_timeout=TIMEOUT,
+            retry_after=5,
+        )
+
+    assert where("a") == Local()
+    assert where("b") == Forward("b", "http://b.internal:8080")
+    down = where("c")
+    assert isinstance(down, Unavailable) and down.retry_after == 5 and "'c'" in down.reason
+    assert isinstance(where("zz"), Unavailable)  # placed on a node nobody knows
+    assert isinstance(where("a", expires=NOW), Unavailable)  # its own lease ran out: not even here
+    assert isinstance(where("b", here="b", expires=NOW - 1), Unavailable)

@@ -1,0 +1,117 @@
+"""Nodes and placements in the control plane (issue 15 groundwork), on SQLite and PostgreSQL:
+nodes register and beat, a new workspace is placed once on the least-loaded live node even when
+gateways race, and heartbeats renew the node's leases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.cluster.placement import PlacementError
+from gateway.control.store import ControlPlane
+from gateway.errors import BadRequest
+
+NOW = 1_900_000_000.0
+TIMEOUT, LEASE = 15.0, 30.0
+
+
+def _workspace(store: ControlPlane, who: str) -> str:
+    return store.create_owner(f"{who}@example.com", None)[1].id
+
+
+@pytest.mark.req("run:scale-out")
+def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
+    a = store.register_node("node-a", "http://node-a.almanac:8080/", now=NOW)
+    assert (a.name, a.advertise_url, a.heartbeat_at, a.draining, a.workspaces) == (
+        "node-a",
+        "http://node-a.almanac:8080",
+        NOW,
+        False,
+        0,
+    )
+    store.register_node("node-b", "http://node-b.almanac:8080", now=NOW)
+    assert store.heartbeat("node-a", now=NOW + 5, lease=LEASE) == 0  # no workspaces yet
+    assert store.heartbeat("nobody", now=NOW + 5, lease=LEASE) == 0
+    store.set_draining("node-b", True)
+    assert [(n.name, n.heartbeat_at, n.draining) for n in store.nodes()] == [
+        ("node-a", NOW + 5, False),
+        ("node-b", NOW, True),
+    ]
+    # registering again (a restart) brings it back, not draining, at its new address
+    again = store.register_node("node-b", "https://b.example.com", now=NOW + 9)
+    assert (again.advertise_url, again.draining, again.heartbeat_at) == (
+        "https://b.example.com",
+        False,
+        NOW + 9,
+    )
+    with pytest.raises(BadRequest, match="node name"):
+        store.register_node("Node A", "http://x", now=NOW)
+    with pytest.raises(BadRequest, match="advertise URL"):
+        store.register_node("node-c", "node-c:8080", now=NOW)
+    with pytest.raises(BadRequest, match="no node named"):
+        store.set_draining("node-z", True)
+    assert [n.name for n in store.nodes()] == ["node-a", "node-b"]  # refusals changed nothing
+
+
+@pytest.mark.req("run:scale-out")
+def test_workspaces_are_placed_on_the_least_loaded_live_node_and_stay_there(store: ControlPlane) -> None:
+    store.register_node("node-a", "http://a", now=NOW)
+    store.register_node("node-b", "http://b", now=NOW)
+    store.register_node("node-c", "http://c", now=NOW - 60)  # not heard from: dead
+    placed = [
+        store.place(_workspace(store, f"u{i}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node
+        for i in range(4)
+    ]
+    assert placed == ["node-a", "node-b", "node-a", "node-b"]
+    assert {n.name: n.workspaces for n in store.nodes()} == {"node-a": 2, "node-b": 2, "node-c": 0}
+    first = store.placement(store.workspaces(store.owner_by_email("u0@example.com").id)[0].id)
+    assert first is not None and first.node == "node-a" and first.lease_expires_at == NOW + LEASE
+    # placing it again changes nothing, even once another node is emptier
+    store.set_draining("node-a", True)
+    assert store.place(first.workspace_id, now=NOW + 1, heartbeat_timeout=TIMEOUT, lease=LEASE) == first
+    # a heartbeat renews the node's leases
+    assert store.heartbeat("node-a", now=NOW + 10, lease=LEASE) == 2
+    renewed = store.placement(first.workspace_id)
+    assert renewed is not None and renewed.lease_expires_at == NOW + 10 + LEASE
+    # nothing live to take a new one: a clear refusal, and no row
+    store.set_draining("node-b", True)
+    ws = _workspace(store, "late")
+    with pytest.raises(PlacementError):
+        store.place(ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
+    assert store.placement(ws) is None
+
+
+@pytest.fixture
+def gateways(tmp_path: Path, database_url: str | None) -> Iterator[list[ControlPlane]]:
+    planes = [ControlPlane.connect(database_url, tmp_path / "control.db") for _ in range(4)]
+    yield planes
+    for plane in planes:
+        plane.close()
+
+
+@pytest.mark.req("run:scale-out")
+def test_gateways_placing_one_workspace_at_once_agree_on_one_node(gateways: list[ControlPlane]) -> None:
+    first = gateways[0]
+    for i, name in enumerate(("node-a", "node-b", "node-c", "node-d")):
+        first.register_node(name, f"http://{name}", now=NOW)
+        for j in range(i):  # some workspaces placed already
+            first.place(_workspace(first, f"{name}-{j}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
+    ws = _workspace(first, "contended")
+    barrier = threading.Barrier(len(gateways))
+    seen: list[str] = []
+
+    def run(plane: ControlPlane) -> None:
+        barrier.wait(timeout=30)
+        seen.append(plane.place(ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node)
+
+    threads = [threading.Thread(target=run, args=(g,)) for g in gateways]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(seen) == len(gateways) and len(set(seen)) == 1
+    count = first._db.execute("SELECT count(*) FROM placements WHERE workspace_id = ?", (ws,)).fetchone()
+    assert count is not None and int(count[0]) == 1
