@@ -349,7 +349,14 @@ def main(argv: list[str] | None = None) -> int:
                 if args.stdio:
                     anyio.run(mcp.run_stdio_async)
                 else:
-                    parts = admin.Parts(workspace=workspace, memory=memory, indexer=indexer)
+                    parts = admin.Parts(
+                        workspace=workspace,
+                        memory=memory,
+                        indexer=indexer,
+                        settings=loaded,
+                        instance_file=args.settings,
+                        overrides=overrides,
+                    )
                     serve_socket(mcp, args.socket, admin.routes(parts))
             finally:
                 ageing.stop()

@@ -36,7 +36,17 @@ from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.settings import Settings
-from gateway.web import account, connections, erase, memories, oidc, tokens, workspace
+from gateway.web import (
+    account,
+    activity,
+    connections,
+    erase,
+    memories,
+    oidc,
+    tokens,
+    workspace,
+    workspace_settings,
+)
 from gateway.web.render import STATIC
 
 
@@ -245,6 +255,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             *erase.routes(),
             *connections.routes(),
             *workspace.routes(),
+            *workspace_settings.routes(),
+            *activity.routes(),
             *sign_in_with,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

@@ -9,8 +9,9 @@ allowed in this state), built by :func:`refusal` from the engine's one error tre
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,6 +20,7 @@ from starlette.routing import BaseRoute
 from engine.errors import EngineError, Forbidden, InvalidInput, NotFound
 from engine.index.indexer import Indexer
 from engine.memory import Memory
+from engine.settings import Loaded
 from engine.store.workspace import Workspace
 
 
@@ -29,6 +31,9 @@ class Parts:
     workspace: Workspace
     memory: Memory
     indexer: Indexer | None = None
+    settings: Loaded | None = None  # what this engine runs with (read once, at start)
+    instance_file: Path | None = None  # the operator's settings file (--settings), if any
+    overrides: Mapping[str, object] | None = None  # command-line settings (--embedding-provider)
 
 
 def refusal(exc: EngineError) -> JSONResponse:
@@ -56,9 +61,11 @@ def refusing(endpoint: Endpoint) -> Endpoint:
 
 def routes(parts: Parts) -> list[BaseRoute]:
     """Every ``/admin`` route (one line per concept)."""
-    from engine.admin import memories, transfer
+    from engine.admin import activity, memories, settings, transfer
 
     return [
         *memories.routes(parts),
         *transfer.routes(parts),
+        *settings.routes(parts),
+        *activity.routes(parts),
     ]

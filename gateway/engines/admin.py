@@ -39,7 +39,8 @@ def _reply(response: httpx.Response) -> dict[str, Any] | ToolRefusal:
     if response.status_code in REFUSALS:
         try:
             error = response.json()["error"]
-            return ToolRefusal(str(error["code"]), str(error["message"]))
+            fields = {str(k): str(v) for k, v in dict(error.get("fields") or {}).items()}
+            return ToolRefusal(str(error["code"]), str(error["message"]), fields)
         except (ValueError, KeyError, TypeError):
             pass
     if response.status_code != 200:
@@ -98,3 +99,20 @@ async def delete_memory(
     """Delete a retired memory for good (``POST /admin/memories/{id}/delete``); ``source`` is who."""
     body = {"source": source, "pinned": pinned}
     return await admin_call(client, "POST", f"/admin/memories/{quote(memory_id, safe='')}/delete", body=body)
+
+
+async def settings(client: httpx.AsyncClient) -> dict[str, Any] | ToolRefusal:
+    """Every setting with its value, origin, inherited value and the provider's state."""
+    return await admin_call(client, "GET", "/admin/settings")
+
+
+async def save_settings(
+    client: httpx.AsyncClient, changes: dict[str, Any], clear: list[str]
+) -> dict[str, Any] | ToolRefusal:
+    """Change the workspace layer; a refusal carries what to fix by field and nothing is saved."""
+    return await admin_call(client, "POST", "/admin/settings", body={"set": changes, "clear": clear})
+
+
+async def activity(client: httpx.AsyncClient, params: dict[str, str]) -> dict[str, Any] | ToolRefusal:
+    """One page of the retrieval log, newest first (``GET /admin/activity``)."""
+    return await admin_call(client, "GET", "/admin/activity", params=params)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -30,6 +31,7 @@ class ToolRefusal:
 
     code: str
     message: str
+    fields: Mapping[str, str] = field(default_factory=dict)  # an admin call's refusals, field by field
 
 
 def refusal_of(text: str) -> ToolRefusal:

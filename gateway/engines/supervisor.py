@@ -428,6 +428,17 @@ class Supervisor:
         if slot is not None:
             await self._stop_slot(slot, reason=reason)
 
+    async def restart(self, workspace_id: str, *, reason: str = "settings") -> None:
+        """Stop the workspace's engine so that the next call starts a fresh one, which reads its
+        settings again. A start under way finishes first; calls in flight get the engine's own
+        grace period to finish (SIGTERM). Nothing happens when no engine runs."""
+        slot = self._slots.get(workspace_id)
+        if slot is None:
+            return
+        async with slot.lock:
+            pass
+        await self._stop_slot(slot, reason=reason, force=True)
+
     async def stop_idle(self) -> list[str]:
         victims = policy.idle_victims(self.views(), self._clock(), self.config.idle_timeout)
         for workspace_id in victims:

@@ -24,7 +24,7 @@ from gateway.control.store import Connection
 from gateway.errors import TokenNotFound
 from gateway.web.render import render
 
-KINDS = {"pat": "Access token", "oauth": "OAuth"}
+KINDS = {"pat": "Token", "oauth": "OAuth"}  # a personal access token; a client that signed in
 #: How many revoked connections the page shows (newest first).
 REVOKED_SHOWN = 20
 
@@ -35,7 +35,7 @@ class Row:
 
     id: str
     name: str
-    kind: str  # "Access token" | "OAuth"
+    kind: str  # "Token" | "OAuth"
     client: str  # the OAuth client's name (or id); for a token its prefix
     workspace: str
     access: str  # "read-only" | "read-write"
@@ -82,13 +82,15 @@ def rows(connections: Iterable[Connection]) -> tuple[list[Row], list[Row]]:
 
 
 def _page(request: Request, owner_id: str, *, status_code: int = 200, **notice: str | None) -> Response:
-    live, revoked = rows(context(request).store.connections(owner_id, include_revoked=True))
+    store = context(request).store
+    live, revoked = rows(store.connections(owner_id, include_revoked=True))
     return render(
         request,
         "connections.html",
         status_code=status_code,
         live=live,
         revoked=revoked,
+        several_workspaces=len(store.workspaces(owner_id)) > 1,
         error=notice.get("error"),
         info=notice.get("info"),
     )

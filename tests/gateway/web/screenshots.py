@@ -16,8 +16,8 @@ import httpx
 from playwright.sync_api import Page, sync_playwright
 
 from tests.gateway.auth.oauth.flow import pkce
-from tests.gateway.e2e import Gateway, start_gateway
-from tests.gateway.web.browser import launch
+from tests.gateway.e2e import Gateway, connect, start_gateway
+from tests.gateway.web.browser import launch, off_loop
 from tests.vaults import vault_zip
 
 OUT = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
@@ -151,6 +151,59 @@ def shot_memory_delete(gateway: Gateway, page: Page) -> None:
     page.goto(f"{gateway.url}/memories/{ids['retired']}/delete")
 
 
+_RETRIEVED: dict[str, str] = {}
+
+
+def _seed(gateway: Gateway) -> None:
+    """The memories of :func:`seed`, two more connections and two retrievals (once per run)."""
+    seed(gateway)
+    if _RETRIEVED:
+        return
+    token = gateway.token(EMAIL, "Cursor on desktop")
+    gateway.token(EMAIL, "Research agent", "--read-only", "--scope", "project:fjord")
+
+    async def work() -> None:
+        async with connect(gateway, token) as client:
+            for statement in (
+                "Fjord's database is Postgres 16.",
+                "The Fjord standup moved to 9:30 on weekdays.",
+                "Deploys to staging happen from the release branch.",
+            ):
+                await client.call_tool("remember", {"statement": statement})
+            await client.call_tool("get_context", {"query": "Fjord database"})
+            await client.call_tool("get_context", {"query": "when is the standup"})
+
+    off_loop(work)
+    _RETRIEVED["token"] = token
+
+
+def shot_connections(gateway: Gateway, page: Page) -> None:
+    _seed(gateway)
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/connections")
+
+
+def shot_settings(gateway: Gateway, page: Page) -> None:
+    _seed(gateway)
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/settings")
+    if page.get_by_role("button", name="Clear notes_limit").count() == 0:
+        page.get_by_label("notes_limit").fill("12")
+        page.get_by_role("button", name="Save changes").click()
+        page.wait_for_url(gateway.url + "/settings?**")
+    for _ in range(100):  # until the restarted engine knows its provider's state
+        if "still checking" not in page.content():
+            break
+        page.reload()
+
+
+def shot_activity(gateway: Gateway, page: Page) -> None:
+    _seed(gateway)
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/activity")
+    page.locator("main summary").first.click()  # open the first entry's list of memories
+
+
 SHOTS: dict[str, Shot] = {
     "sign-in": shot_signin,
     "sign-up": shot_signup,
@@ -163,6 +216,9 @@ SHOTS: dict[str, Shot] = {
     "memories": shot_memories,
     "memory": shot_memory,
     "memory-delete": shot_memory_delete,
+    "connections": shot_connections,
+    "settings": shot_settings,
+    "activity": shot_activity,
 }
 
 
@@ -170,7 +226,9 @@ def main(names: list[str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="almanac-shots-") as tmp:
         root = Path(tmp)
-        gateway = start_gateway(root / "data", root / "gateway.log", engine_warm_spare="false")
+        gateway = start_gateway(
+            root / "data", root / "gateway.log", engine_warm_spare="false", engine_start_timeout="60"
+        )
         try:
             gateway.cli("owner", "create", EMAIL, stdin=PASSWORD + "\n")
             with sync_playwright() as pw:

@@ -48,7 +48,7 @@ def _connection(n: int, *, kind: str = "pat", revoked: str | None = None, **extr
 def test_rows_show_kind_client_access_and_minutes() -> None:
     pat = row_of(_connection(1, read_only=True, scope="project:fjord", last_used_at="2026-02-03T04:05:06.7Z"))
     shown = (pat.kind, pat.client, pat.access, pat.scope)
-    assert shown == ("Access token", "alm_pat_ab12…", "read-only", "project:fjord")
+    assert shown == ("Token", "alm_pat_ab12…", "read-only", "project:fjord")
     assert (pat.created, pat.last_used) == ("2026-01-02 10:16", "2026-02-03 04:05")
     named = row_of(_connection(2, kind="oauth", client_id="https://c.example/meta", client_name="Claude"))
     anonymous = row_of(_connection(3, kind="oauth", client_id="https://c.example/meta"))
@@ -121,7 +121,7 @@ async def test_the_page_lists_tokens_and_oauth_grants_and_revokes_them_at_once(d
         laptop = re.search(r'class="name">Laptop</th>(.*?)</tr>', page.text, re.S)
         claude = re.search(r'class="name">Claude on the web</th>(.*?)</tr>', page.text, re.S)
         assert laptop is not None and claude is not None
-        for cell in ("Access token", "read-only", "project:fjord", "never", secret[:8]):
+        for cell in ("Token", "read-only", "project:fjord", "never", secret[:8]):
             assert cell in laptop.group(1), cell
         assert "OAuth" in claude.group(1) and '<td class="mono small">Claude</td>' in claude.group(1)
         assert secret not in page.text and access not in page.text
@@ -218,7 +218,7 @@ def test_create_a_token_then_revoke_it_in_a_real_browser(site: Gateway, page: Pa
     assert off_loop(recall)
     page.get_by_role("link", name="See all your connections").click()
     row = page.get_by_role("row", name=re.compile("Browser token"))
-    assert "read-only" in row.inner_text() and "Access token" in row.inner_text()
+    assert "read-only" in row.inner_text() and "Token" in row.inner_text()
     assert token not in page.content()
     button = page.get_by_role("button", name="Revoke Browser token")
     button.focus()
