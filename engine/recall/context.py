@@ -40,7 +40,7 @@ class RecallSettings:
     facts_for_query: int = 12
     facts_without_query: int = 20
     notes_limit: int = 20
-    nearest_on_miss: int = 3
+    nearest_on_miss: int = 10  # as many as the first ten of a hit: a missed match still shows
     min_match_score: float = MIN_MATCH_SCORE
     fact_min_cosine: float = 0.5
     include_archived: bool = False
@@ -234,7 +234,7 @@ class Recall:
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
         if not parsed.empty and not relevant:
-            hits = hits[: settings.nearest_on_miss]
+            hits = [h for h in hits if h.reason != "graph"][: settings.nearest_on_miss]
         fact_items = [self._fact_item(f) for f in facts]
         note_items = [self._note_item(h) for h in hits]
         newest = self._newest_relevant(hits)
