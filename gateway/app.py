@@ -25,6 +25,7 @@ from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, def
 from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
+from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
@@ -164,6 +165,12 @@ def oauth_config(settings: Settings) -> OAuthConfig:
 def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Starlette:
     """The gateway. ``clock`` (wall time, epoch seconds) decides token and code expiry."""
     parts = build(settings)
+    node: NodeConfig | None = None
+    if settings.node is not None and settings.advertise_url is not None:
+        node = NodeConfig(
+            settings.node, settings.advertise_url, settings.node_heartbeat_interval, settings.placement_lease
+        )
+        parts.store.register_node(node.name, node.advertise_url, now=clock())
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
     proxy = McpProxy(
@@ -231,6 +238,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         async with anyio.create_task_group() as tg:
             if parts.embedder is not None:
                 tg.start_soon(parts.embedder.run)
+            if node is not None:
+                tg.start_soon(keep_alive, parts.store, node, clock)
             async with parts.supervisor:
                 yield
             tg.cancel_scope.cancel()

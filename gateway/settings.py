@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from gateway.cluster.placement import node_name_problem
 from gateway.errors import ConfigError
 
 ENV_PREFIX = "ALMANAC_"
@@ -41,6 +42,11 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: default_data_dir({}))
     runtime_dir: Path | None = None
     database_url: str | None = None  # postgresql://… — the control plane in PostgreSQL, not data_dir
+    # one node of several (issue 15): its name and the URL the other nodes reach it at
+    node: str | None = None
+    advertise_url: str | None = None
+    node_heartbeat_interval: float = field(default=5.0, metadata={"min": 0.05})
+    placement_lease: float = field(default=30.0, metadata={"min": 0.1})
     # the HTTP server
     host: str = "127.0.0.1"
     port: int = field(default=8080, metadata={"min": 0, "max": 65535})
@@ -102,6 +108,7 @@ class Settings:
                 "database_url must be a PostgreSQL URL (postgresql://USER:PASSWORD@HOST:PORT/DATABASE); "
                 "leave it unset to keep the control plane in <data_dir>/control.db"
             )
+        self._check_node()
         oidc = (self.oidc_issuer, self.oidc_client_id, self.oidc_client_secret)
         if any(oidc) and not all(oidc):
             raise ConfigError(
@@ -111,6 +118,26 @@ class Settings:
             raise ConfigError(f"oidc_issuer must start with https:// (or http://), got {self.oidc_issuer!r}")
         if self.restart_backoff_max < self.restart_backoff_initial:
             raise ConfigError("restart_backoff_max must be at least restart_backoff_initial")
+
+    def _check_node(self) -> None:
+        if self.node is None:
+            if self.advertise_url is not None:
+                raise ConfigError("advertise_url is for a node: set node (--node NAME) too")
+            return
+        problem = node_name_problem(self.node)
+        if problem is not None:
+            raise ConfigError(f"setting node: {problem}")
+        if self.advertise_url is None or not self.advertise_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                "a node needs advertise_url (--advertise URL): the http(s) URL other nodes reach it at"
+            )
+        if self.database_url is None:
+            raise ConfigError(
+                "a node shares the control plane with the other nodes: set database_url "
+                "(ALMANAC_DATABASE_URL=postgresql://…) too"
+            )
+        if self.placement_lease <= self.node_heartbeat_interval:
+            raise ConfigError("placement_lease must be longer than node_heartbeat_interval")
 
 
 def setting_names() -> tuple[str, ...]:

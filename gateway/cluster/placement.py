@@ -20,6 +20,14 @@ class PlacementError(Exception):
     """No node can take a new workspace (the message says why)."""
 
 
+def node_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a node (1–63 of a-z, 0-9 and '-', like a host name), or None."""
+    ok = 0 < len(name) <= 63 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in name)
+    if not ok or name.startswith("-") or name.endswith("-"):
+        return f"a node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class Node:
     name: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.cluster.placement import Node, Placement, choose_node
+from gateway.cluster.placement import Node, Placement, choose_node, node_name_problem
 from gateway.control.db import Database
 from gateway.control.oauth import epoch, iso
 from gateway.errors import BadRequest
@@ -35,9 +35,9 @@ def _node(row: tuple[object, ...]) -> Node:
 def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
     """A node name (1–63 of a-z, 0-9, '-', like a DNS label) and an http(s) URL to reach it."""
     name = name.strip()
-    ok = 0 < len(name) <= 63 and all(c.isascii() and (c.isalnum() or c == "-") for c in name)
-    if not ok or name != name.lower() or name.startswith("-") or name.endswith("-"):
-        raise BadRequest(f"node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}")
+    problem = node_name_problem(name)
+    if problem is not None:
+        raise BadRequest(problem)
     if not advertise_url.startswith(("http://", "https://")):
         raise BadRequest(f"a node's advertise URL must start with http:// or https://, got {advertise_url!r}")
     return name, advertise_url.rstrip("/")

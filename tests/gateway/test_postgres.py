@@ -36,7 +36,13 @@ def url(postgres: PostgresServer) -> str:
 @pytest.fixture
 def gateway(tmp_path: Path, url: str) -> Iterator[Gateway]:
     gw = start_gateway(
-        tmp_path / "data", tmp_path / "gateway.log", database_url=url, engine_warm_spare="false"
+        tmp_path / "data",
+        tmp_path / "gateway.log",
+        database_url=url,
+        engine_warm_spare="false",
+        node="node-a",
+        advertise_url="http://node-a.internal:8080",
+        node_heartbeat_interval="0.2",
     )
     yield gw
     gw.stop()
@@ -61,6 +67,12 @@ async def test_the_gateway_keeps_its_control_plane_in_postgresql(gateway: Gatewa
     kinds = {str(r[0]) for r in _rows(url, "SELECT kind FROM audit_events")}
     assert {"owner.create", "token.create"} <= kinds
     assert not (gateway.data_dir / "control.db").exists()
+    # started as a node: registered, and beating
+    assert _rows(url, "SELECT name, advertise_url, draining FROM nodes") == [
+        ("node-a", "http://node-a.internal:8080", 0)
+    ]
+    first_beat = _rows(url, "SELECT heartbeat_at FROM nodes")[0][0]
+    wait_for(lambda: _rows(url, "SELECT heartbeat_at FROM nodes")[0][0] != first_beat, what="a heartbeat")
     # the memory itself lives in the workspace's Markdown store in the data directory, as always
     assert files_containing(gateway.workspace_dir("ada@example.com"), "blue-green")
     # revoking through the control plane shuts the token out
@@ -107,9 +119,19 @@ async def test_two_gateways_share_one_postgresql_control_plane(
 
 @pytest.mark.req("run:config")
 def test_serve_refuses_a_database_url_it_cannot_use(tmp_path: Path) -> None:
-    def serve(database_url: str) -> subprocess.CompletedProcess[str]:
+    def serve(database_url: str, *flags: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [ALMANAC, "serve", "--port", "0", "--data-dir", str(tmp_path), "--database-url", database_url],
+            [
+                ALMANAC,
+                "serve",
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path),
+                "--database-url",
+                database_url,
+                *flags,
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -129,3 +151,5 @@ def test_serve_refuses_a_database_url_it_cannot_use(tmp_path: Path) -> None:
     assert "hunter2" not in unreachable.stderr + unreachable.stdout
     assert len(unreachable.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "control.db").exists()  # nothing fell back to SQLite
+    lone_node = serve("", "--node", "node-a", "--advertise", "http://node-a:8080")
+    assert lone_node.returncode == 2 and "set database_url" in lone_node.stderr

@@ -65,6 +65,9 @@ def test_env_lists_and_paths() -> None:
     assert from_env({"ALMANAC_CONFIG": "x.toml"}) == {}
 
 
+PG = "postgresql://almanac@db.internal/almanac"
+
+
 @pytest.mark.req("run:config")
 @pytest.mark.parametrize(
     ("env", "fragment"),
@@ -75,6 +78,28 @@ def test_env_lists_and_paths() -> None:
         ({"ALMANAC_LOG_LEVEL": "loud"}, "not one of"),
         ({"ALMANAC_EMBEDDER": "maybe"}, "true or false"),
         ({"ALMANAC_PUBLIC_URL": "mem.example.com"}, "public_url"),
+        ({"ALMANAC_DATABASE_URL": "sqlite:///x.db"}, "database_url must be a PostgreSQL URL"),
+        ({"ALMANAC_NODE": "node-a", "ALMANAC_ADVERTISE_URL": "http://a"}, "set database_url"),
+        ({"ALMANAC_NODE": "node-a", "ALMANAC_DATABASE_URL": PG}, "needs advertise_url"),
+        (
+            {"ALMANAC_NODE": "node-a", "ALMANAC_DATABASE_URL": PG, "ALMANAC_ADVERTISE_URL": "a:80"},
+            "advertise_url",
+        ),
+        (
+            {"ALMANAC_NODE": "Node_A", "ALMANAC_DATABASE_URL": PG, "ALMANAC_ADVERTISE_URL": "http://a"},
+            "node name",
+        ),
+        ({"ALMANAC_ADVERTISE_URL": "http://a"}, "set node"),
+        (
+            {
+                "ALMANAC_NODE": "node-a",
+                "ALMANAC_DATABASE_URL": PG,
+                "ALMANAC_ADVERTISE_URL": "http://a",
+                "ALMANAC_PLACEMENT_LEASE": "1",
+                "ALMANAC_NODE_HEARTBEAT_INTERVAL": "2",
+            },
+            "placement_lease must be longer",
+        ),
     ],
 )
 def test_bad_values_are_refused_with_the_setting_named(env: dict[str, str], fragment: str) -> None:
