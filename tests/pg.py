@@ -65,7 +65,9 @@ class PostgresServer:
     def start(cls) -> PostgresServer:
         bin_dir = _bin_dir()
         run_as = "nobody" if os.geteuid() == 0 else None
-        root = Path(tempfile.mkdtemp(prefix="almanac-pg-"))
+        # /tmp: every user can reach it (a root-only $TMPDIR would lock `nobody` out), and the socket
+        # path stays well under the ~100-byte limit of a Unix socket's name
+        root = Path(tempfile.mkdtemp(prefix="almanac-pg-", dir="/tmp" if Path("/tmp").is_dir() else None))
         server = cls(root, bin_dir, run_as)
         (root / "socket").mkdir()
         if run_as is not None:
@@ -83,16 +85,20 @@ class PostgresServer:
             "--encoding=UTF8",
             "--locale=C.UTF-8",
         )
+        server._start()
+        return server
+
+    def _start(self) -> None:
         options = (
-            f"-k {server.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off -c max_connections=200"
         )
-        server._run(
-            str(bin_dir / "pg_ctl"),
+        self._run(
+            str(self.bin_dir / "pg_ctl"),
             "-D",
-            str(server.data),
+            str(self.data),
             "-l",
-            str(root / "server.log"),
+            str(self.root / "server.log"),
             "-o",
             options,
             "-w",
@@ -100,7 +106,6 @@ class PostgresServer:
             "60",
             "start",
         )
-        return server
 
     def create_database(self) -> str:
         """A new empty database; returns its URL."""
@@ -108,6 +113,11 @@ class PostgresServer:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
         return self.url(name)
+
+    def restart(self) -> None:
+        """Stop the server (every connection dropped; what was committed kept) and start it again."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self._start()
 
     def stop(self) -> None:
         try:
