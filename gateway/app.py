@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import anyio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -26,9 +27,10 @@ from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
 from gateway.cluster.membership import NodeConfig, keep_alive
-from gateway.control.oauth import TokenLifetimes
+from gateway.control.oauth import TokenLifetimes, iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
+from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines import policy, procs
@@ -173,6 +175,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         parts.store.register_node(node.name, node.advertise_url, now=clock())
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
+    store = parts.store
+    principals = PrincipalCache(lambda secret, now: store.authenticate(secret, now=iso(now)), clock=clock)
     proxy = McpProxy(
         store=parts.store,
         supervisor=parts.supervisor,
@@ -182,6 +186,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         max_body_bytes=settings.max_body_bytes,
         retry_after=settings.retry_after,
         wall_clock=clock,
+        principals=principals,
     )
 
     def audit(kind: str, who: Principal, remote: str | None, detail: dict[str, object]) -> None:
@@ -270,8 +275,10 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={GatewayError: on_error, 404: on_error},
+        middleware=[Middleware(ForgetAfterChanges, cache=principals)],
         lifespan=lifespan,
     )
     app.state.components = parts
+    app.state.principals = principals
     app.state.accounts = AccountContext(parts.store, parts.accounts)
     return app

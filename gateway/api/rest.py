@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from gateway.control.store import Principal
 from gateway.edge import headers as hdr
+from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.calls import ToolRefusal, call_tool
@@ -30,7 +31,7 @@ from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLi
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
 
-Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Principal]
+Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Awaitable[Principal]]
 Audit = Callable[[str, Principal, "str | None", dict[str, object]], None]
 
 
@@ -134,7 +135,7 @@ class RestApi:
     async def _admin(self, op: AdminOperation, request: Request) -> Response:
         """An admin operation: the same authentication and limits as a tool's, then the engine's
         ``/admin`` call (a change refused to a read-only connection before it reaches the engine)."""
-        principal = self._principal(request)
+        principal = await self._principal(request)
         try:
             query = query_of(op, list(request.query_params.multi_items()))
         except ValueError as exc:
@@ -152,7 +153,8 @@ class RestApi:
             return refusal(result.code, result.message)
         if op.audit is not None and self.audit is not None:
             remote = request.client.host if request.client else None
-            self.audit(
+            await off_loop(
+                self.audit,
                 op.audit,
                 principal,
                 remote,
@@ -160,14 +162,14 @@ class RestApi:
             )
         return JSONResponse(result)
 
-    def _principal(self, request: Request) -> Principal:
+    async def _principal(self, request: Request) -> Principal:
         """Who the bearer token speaks for (as on ``/mcp``), within this connection's rate limit."""
         raw = list(request.scope["headers"])
         host = hdr.get(raw, b"host")
         if not hdr.host_allowed(self.origin_policy, host):
             raise HostNotAllowed(f"host {host!r} is not served here")
         base = hdr.base_url(self.origin_policy, request.url.scheme, host)
-        principal = self.authenticate(raw, base, request.client.host if request.client else None)
+        principal = await self.authenticate(raw, base, request.client.host if request.client else None)
         decision = self.limiter.check(principal.connection_id, self.clock())
         if not decision.allowed:
             raise RateLimited(
@@ -176,7 +178,7 @@ class RestApi:
         return principal
 
     async def _call(self, op: Operation, request: Request) -> Response:
-        principal = self._principal(request)
+        principal = await self._principal(request)
         try:
             if op.arguments == "body":
                 arguments = arguments_from_body(op, await self._body(request))

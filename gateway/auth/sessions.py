@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -65,8 +66,10 @@ def current(request: Request) -> Session | None:
 
 
 async def signed_in(request: Request) -> Session | None:
-    """The signed-in owner's session, or None."""
-    return current(request)
+    """The signed-in owner's session, or None (looked up on a worker thread, not the event loop)."""
+    if hasattr(request.state, "session"):
+        return current(request)
+    return await anyio.to_thread.run_sync(current, request)
 
 
 def login_redirect(request: Request) -> RedirectResponse:

@@ -27,6 +27,7 @@ from gateway.auth.tokens import parse_bearer
 from gateway.control.oauth import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
+from gateway.edge.principals import PrincipalCache, off_loop
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.supervisor import Lease
 from gateway.errors import (
@@ -120,6 +121,7 @@ class McpProxy:
         retry_after: float,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        principals: PrincipalCache | None = None,
     ) -> None:
         self.store = store
         self.supervisor = supervisor
@@ -130,6 +132,11 @@ class McpProxy:
         self.retry_after = retry_after
         self.clock = clock
         self.wall_clock = wall_clock
+        if principals is None:
+            principals = PrincipalCache(
+                lambda secret, now: store.authenticate(secret, now=iso(now)), clock=wall_clock
+            )
+        self.principals = principals
         self._touched: dict[str, float] = {}
         self._log = logs.get()
 
@@ -176,16 +183,16 @@ class McpProxy:
         base = hdr.base_url(self.origin_policy, str(scope.get("scheme", "http")), host)
         origin = hdr.get(raw_headers, b"origin")
         if not hdr.origin_allowed(self.origin_policy, origin, base):
-            self.store.audit("origin.denied", remote=remote, detail={"origin": origin})
+            await off_loop(self.store.audit, "origin.denied", remote=remote, detail={"origin": origin})
             raise OriginNotAllowed(f"origin {origin!r} may not call this server")
-        principal = self.authenticate(raw_headers, base, remote)
+        principal = await self.authenticate(raw_headers, base, remote)
         decision = self.limiter.check(principal.connection_id, self.clock())
         if not decision.allowed:
             raise RateLimited(
                 "too many requests on this connection; slow down", retry_after=decision.retry_after
             )
         body = await self._read_body(raw_headers, receive) if method == "POST" else b""
-        self._touch(principal.connection_id)
+        await self._touch(principal.connection_id)
 
         session_id = hdr.get(raw_headers, b"mcp-session-id")
         workspace_id = principal.workspace_id
@@ -200,17 +207,20 @@ class McpProxy:
             upstream_headers = hdr.upstream_request(raw_headers, principal)
             await self._forward(lease, method, upstream_headers, body, principal, session_id, receive, send)
 
-    def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
+    async def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
         """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too).
-        An OAuth token must have been issued for this gateway's ``/mcp`` resource (RFC 8707)."""
+        An OAuth token must have been issued for this gateway's ``/mcp`` resource (RFC 8707).
+        The control plane is asked off the event loop, and its answer reused for a moment
+        (:class:`~gateway.edge.principals.PrincipalCache`)."""
         metadata, resource = base + RESOURCE_METADATA_PATH, base + "/mcp"
         header = hdr.get(raw_headers, b"authorization")
         token = parse_bearer(header)
         if token is None:
             raise Unauthorized(missing_token_message(header, base), resource_metadata=metadata, scope=SCOPE)
-        principal = self.store.authenticate(token, now=iso(self.wall_clock()))
+        principal = await self.principals.principal(token)
         if principal is None:
-            self.store.audit(
+            await off_loop(
+                self.store.audit,
                 "auth.denied",
                 remote=remote,
                 detail={"reason": "unknown, expired or revoked token", "prefix": token[:16]},
@@ -222,7 +232,8 @@ class McpProxy:
                 scope=SCOPE,
             )
         if principal.resource is not None and principal.resource != resource:
-            self.store.audit(
+            await off_loop(
+                self.store.audit,
                 "auth.denied",
                 owner_id=principal.owner_id,
                 workspace_id=principal.workspace_id,
@@ -259,11 +270,12 @@ class McpProxy:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    def _touch(self, connection_id: str) -> None:
+    async def _touch(self, connection_id: str) -> None:
+        """Record the connection's last use — at most once a minute, off the event loop."""
         now = self.clock()
         if now - self._touched.get(connection_id, float("-inf")) >= _TOUCH_EVERY:
             self._touched[connection_id] = now
-            self.store.touch(connection_id)
+            await off_loop(self.store.touch, connection_id)
 
     async def _forward(
         self,
