@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -196,12 +197,16 @@ class IndexReader:
         out: Vectors = {}
         if not self.vectors or not ids:
             return out
+        # One point lookup per id: vec0 answers ``rowid = ?`` from its index but ``rowid IN (…)``
+        # with a scan of the whole table, which made every write's session refresh grow with the
+        # workspace (perf:write).
+        sql = (
+            f"SELECT v.rowid, v.embedding FROM json_each(?) AS j CROSS JOIN vec_{table} AS v "
+            "ON v.rowid = j.value"
+        )
         with self.lock:
-            for start in range(0, len(ids), 500):
-                part = ids[start : start + 500]
-                sql = f"SELECT rowid, embedding FROM vec_{table} WHERE rowid IN ({marks(len(part))})"
-                for rowid, blob in self.db.execute(sql, tuple(part)):
-                    out[int(rowid)] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+            for rowid, blob in self.db.execute(sql, (json.dumps([int(i) for i in ids]),)):
+                out[int(rowid)] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         return out
 
     def chunk_vectors(self, ids: Sequence[int]) -> Vectors:
