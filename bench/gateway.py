@@ -4,8 +4,11 @@
 
 In one run, against a real ``almanac serve`` (port 0) and real engines:
 
-1. p50/p95 of ``get_context`` and ``remember`` through the gateway vs straight to an engine's
-   socket (same MCP client, 2026-07-28 protocol; both engines share the gateway's embedder);
+1. p50/p95 of ``get_context`` and ``remember`` three ways, interleaved call by call: in-process
+   (``Memory.remember`` / ``Recall.get_context`` in this process, no transport), straight to an
+   engine's socket and through the gateway (same MCP client, 2026-07-28 protocol; all three share
+   the gateway's embedder). Socket overhead = socket − in-process; gateway overhead = gateway −
+   socket (p50s of the same run);
 2. the cold start of a sleeping workspace: the gateway is restarted over the same data, so every
    engine sleeps, and the first call of each seeded workspace is timed (client connect included);
 3. RSS of an idle engine with and without the shared embedder, and of N running workspaces.
@@ -26,10 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -185,29 +189,76 @@ class Latency:
     context_error: str | None
 
 
-async def compare(clients: dict[str, Client], calls: int) -> dict[str, Latency]:
-    """Time the same calls on each client, interleaved (so background work such as embedding
-    weighs on both alike), after a warm-up."""
-    samples: dict[str, dict[str, list[float]]] = {name: {"remember": [], "context": []} for name in clients}
+#: One way of calling a tool: ``(tool, arguments) → error text or None``.
+Call = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+
+
+def over_mcp(client: Client) -> Call:
+    async def call(tool: str, arguments: dict[str, Any]) -> str | None:
+        result = await client.call_tool(tool, arguments)
+        return " ".join(getattr(c, "text", "") for c in result.content)[:80] if result.is_error else None
+
+    return call
+
+
+@asynccontextmanager
+async def in_process(root: Path, embedder_socket: Path) -> AsyncIterator[Call]:
+    """The engine's own work with no transport: ``Memory.remember`` and ``Recall.get_context`` on a
+    workspace of this process (its index embedded by the same shared embedder)."""
+    # Imported here: the rest of this bench (and the tests that use it) need no engine.
+    from engine.embed.remote import RemoteEmbedder
+    from engine.index.indexer import Indexer
+    from engine.memory import Memory
+    from engine.recall.context import Recall
+    from engine.scope import Caller
+    from engine.store.workspace import Workspace
+
+    root.mkdir()
+    workspace = Workspace(root)
+    workspace.open()
+    embedder = RemoteEmbedder(str(embedder_socket))
+    indexer = Indexer(workspace, embedder, scan_interval_s=None)
+    indexer.start()
+    memory, recall, caller = Memory(workspace), Recall(indexer), Caller(client_name="bench")
+
+    async def call(tool: str, arguments: dict[str, Any]) -> str | None:
+        if tool == "remember":
+            memory.remember(caller, arguments["statement"])
+        else:
+            recall.get_context(caller, arguments["query"])
+        return None
+
+    try:
+        yield call
+    finally:
+        indexer.stop()
+        embedder.close()
+        workspace.close()
+
+
+async def compare(calls_by_way: dict[str, Call], calls: int) -> dict[str, Latency]:
+    """Time the same calls each way, interleaved (so background work such as embedding weighs on
+    all alike), after a warm-up."""
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"remember": [], "context": []} for name in calls_by_way
+    }
     errors: dict[str, str] = {}
     for i in range(-5, calls):
-        for name, client in sorted(clients.items(), reverse=i % 2 == 0):
+        for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
             began = time.perf_counter()
-            result = await client.call_tool(
-                "remember", {"statement": f"{name} note {i}: the fjord deploy is blue"}
-            )
+            error = await call("remember", {"statement": f"{name} note {i}: the fjord deploy is blue"})
             elapsed = (time.perf_counter() - began) * 1000
-            if result.is_error:
-                raise RuntimeError(f"remember failed: {result.content}")
+            if error is not None:
+                raise RuntimeError(f"remember failed: {error}")
             if i >= 0:
                 samples[name]["remember"].append(elapsed)
     for i in range(-5, calls):
-        for name, client in sorted(clients.items(), reverse=i % 2 == 0):
+        for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
             began = time.perf_counter()
-            result = await client.call_tool("get_context", {"query": f"fjord deploy {i % 7}"})
+            error = await call("get_context", {"query": f"fjord deploy {i % 7}"})
             elapsed = (time.perf_counter() - began) * 1000
-            if result.is_error:
-                errors.setdefault(name, " ".join(getattr(c, "text", "") for c in result.content)[:80])
+            if error is not None:
+                errors.setdefault(name, error)
             if i >= 0:
                 samples[name]["context"].append(elapsed)
     return {
@@ -296,11 +347,13 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
             async with (
                 client_for(gw.url + "/mcp", token=latency_token) as through,
                 client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
+                in_process(root / "in-process", embedder_socket) as local,
             ):
-                measured = await compare({"gateway": through, "engine": straight_client}, calls)
+                ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
+                measured = await compare(ways, calls)
         finally:
             stop(direct)
-        via_gateway, straight = measured["gateway"], measured["engine"]
+        via_gateway, straight, local_latency = measured["gateway"], measured["engine"], measured["local"]
         idle_with = await idle_engine_rss(root, embedder_socket)
         idle_without = await idle_engine_rss(root, None)
         for token in [*many, *sleepers]:
@@ -332,7 +385,7 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     finally:
         stop(gw.proc)
     figures = (via_gateway, straight, cold_ms, engine_start_ms, engine_rss, embedder_rss, gateway_rss)
-    return report(Measured(*figures, idle_with, idle_without, engine_pss, host_pss))
+    return report(Measured(*figures, idle_with, idle_without, engine_pss, host_pss, local_latency))
 
 
 @dataclass(frozen=True)
@@ -348,6 +401,7 @@ class Measured:
     idle_without: int
     engine_pss: list[int]
     host_pss: int
+    local: Latency
 
 
 def report(m: Measured) -> dict[str, str]:
@@ -358,12 +412,15 @@ def report(m: Measured) -> dict[str, str]:
 
     rows: dict[str, str] = {}
     for name, attr in (("remember", "remember"), ("get_context", "context")):
-        gw_s, eng_s = getattr(m.via_gateway, attr), getattr(m.straight, attr)
+        gw_s, eng_s, local_s = (getattr(x, attr) for x in (m.via_gateway, m.straight, m.local))
         note = ""
         if attr == "context" and m.via_gateway.context_error:
             note = f" (tool error: {m.via_gateway.context_error})"
-        rows[f"`{name}` p50 / p95 through the gateway (ms)"] = pq(gw_s) + note
+        rows[f"`{name}` p50 / p95 in-process, no transport (ms)"] = pq(local_s)
         rows[f"`{name}` p50 / p95 straight to the engine socket (ms)"] = pq(eng_s)
+        rows[f"`{name}` p50 / p95 through the gateway (ms)"] = pq(gw_s) + note
+        socket_cost = statistics.median(eng_s) - statistics.median(local_s)
+        rows[f"`{name}` engine socket overhead at p50 (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
         overhead = statistics.median(gw_s) - statistics.median(eng_s)
         rows[f"`{name}` gateway overhead at p50 (ms; target ≤ 3)"] = f"{overhead:.2f}"
     rows[f"cold start of a sleeping workspace, p50 / max of {len(m.cold_ms)} (ms; target ≤ 1000)"] = (

@@ -85,18 +85,17 @@ class AlmanacServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        headers = context.headers if context is not None else None
-        known = {tool.name: tool for tool in await self.list_tools()}
-        identity = identity_of(headers)
-        if name not in known:
-            visible = [n for n in known if may_call(identity, n)]
+        tool = self._tool_manager.get_tool(name)  # one lookup: no tool list built per call
+        if tool is None:
+            identity = identity_of(context.headers if context is not None else None)
+            visible = [t.name for t in self._tool_manager.list_tools() if may_call(identity, t.name)]
             raise ToolError(unknown_tool_message(name, visible))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
-                message = argument_message(name, known[name].input_schema, cause.errors())
+                message = argument_message(name, tool.parameters, cause.errors())
                 raise ToolError(message) from cause
             raise
 

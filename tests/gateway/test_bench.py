@@ -38,7 +38,8 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
     assert main(["--calls", "3", "--workspaces", "2", "--cold", "1", "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert HEADING in text
-    for row in ("through the gateway", "straight to the engine socket", "cold start", "idle engine RSS",
+    for row in ("in-process, no transport", "through the gateway", "straight to the engine socket",
+                "engine socket overhead", "gateway overhead", "cold start", "idle engine RSS",
                 "running workspaces"):  # fmt: skip
         assert row in text, row
     assert HEADING in capsys.readouterr().out
