@@ -225,3 +225,28 @@ def test_keyword_coverage_breaks_ties_in_ranking(tmp_path: Path) -> None:
 def test_helpers_wait_on_conditions(tmp_path: Path) -> None:
     with aged_engine(tmp_path / "ws", Clock(T0)) as e:
         assert isinstance(e, Aged) and e.ageing.sweeper.wait_idle(5)
+
+
+@pytest.mark.req("life:archive", "perf:write")
+def test_saves_within_a_minute_of_a_sweep_add_none_and_a_save_after_it_sweeps(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    with aged_engine(tmp_path / "ws", clock) as e:
+        faded = e.memory.remember(CALLER, "The kelp staging host runs the nightly reindex.").id
+        e.swept()
+        clock.set(day(365))
+        e.memory.remember(CALLER, "a save a year later: the sweep runs")
+        e.swept()
+        assert e.ws.notes[faded].state is State.ARCHIVED
+        swept = e.ageing.sweeper.sweeps
+        for i in range(20):  # a burst of saves: each one would otherwise walk every note again
+            e.memory.remember(CALLER, f"burst note {i}")
+            e.swept()
+        assert e.ageing.sweeper.sweeps == swept  # within a minute of the last sweep: none more
+        clock.set(day(365) + timedelta(seconds=61))
+        e.memory.remember(CALLER, "a save a minute later")
+        e.swept()
+        assert e.ageing.sweeper.sweeps == swept + 1
+        clock.set(day(300))  # the clock went back: the next save sweeps again
+        e.memory.remember(CALLER, "a save after the clock went back")
+        e.swept()
+        assert e.ageing.sweeper.sweeps == swept + 2
