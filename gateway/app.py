@@ -206,6 +206,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         limiter=limiter,
         max_body_bytes=settings.max_body_bytes,
         audit=audit,
+        max_import_bytes=settings.import_max_bytes,
+        restart=lambda workspace_id: parts.supervisor.stop(workspace_id, reason="restore"),
     )
 
     async def healthz(request: Request) -> Response:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .admin import ADMIN_OPERATIONS, AdminOperation
+from .transfer import openapi_paths
 
 SNAPSHOT = Path(__file__).with_name("tools.json")
 PREFIX = "/api/v1"
@@ -195,6 +196,7 @@ def document(server_url: str = "/") -> dict[str, Any]:
         paths.setdefault(PREFIX + op.path, {})[op.method.lower()] = spec
     for admin in ADMIN_OPERATIONS:
         paths.setdefault(PREFIX + admin.path, {})[admin.method.lower()] = _admin_spec(admin)
+    paths.update(openapi_paths(PREFIX))
     return {
         "openapi": "3.1.0",
         "info": {

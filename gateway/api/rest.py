@@ -30,6 +30,7 @@ from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLi
 
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
+from .transfer import Restart, TransferApi
 
 Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Awaitable[Principal]]
 Audit = Callable[[str, Principal, "str | None", dict[str, object]], None]
@@ -93,9 +94,13 @@ class RestApi:
         max_body_bytes: int,
         audit: Audit | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_import_bytes: int = 64 * 1024 * 1024,
+        restart: Restart | None = None,
     ) -> None:
         self.authenticate = authenticate
         self.audit = audit
+        self.max_import_bytes = max_import_bytes
+        self.restart = restart
         self.engines = engines
         self.origin_policy = origin_policy
         self.limiter = limiter
@@ -113,7 +118,14 @@ class RestApi:
             found.append(
                 Route(PREFIX + admin.path, endpoint, methods=[admin.method], name=admin.operation_id)
             )
-        return found
+        transfer = TransferApi(
+            principal=self._principal,
+            engines=self.engines,
+            max_import_bytes=self.max_import_bytes,
+            audit=self.audit,
+            restart=self.restart,
+        )
+        return found + transfer.routes(PREFIX)
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(document())

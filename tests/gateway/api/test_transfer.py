@@ -1,0 +1,121 @@
+"""Export and import over REST (``gw:rest``, ``life:export``, ``life:import``): a real gateway, real
+engines; bearer auth exactly like /mcp (read-only may export but not import, a pinned scope may do
+neither), the upload limit, and export → import into a new workspace, lossless."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.gateway.e2e import Gateway, start_gateway
+from tests.vaults import NOTES, SKIPPED, vault_zip
+
+pytestmark = pytest.mark.req("gw:rest")
+
+OWNER = "tess@example.com"
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("transfer")
+    gw = start_gateway(tmp / "data", tmp / "gateway.log", import_max_bytes="100000")
+    try:
+        gw.owner(OWNER)
+        gw.cli("workspace", "create", "copy", "--owner", OWNER)
+        yield gw
+    finally:
+        gw.stop()
+
+
+def call(gateway: Gateway, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}", **kw.pop("headers", {})}
+    return httpx.request(method, gateway.url + "/api/v1" + path, headers=headers, timeout=120, **kw)
+
+
+def refused(response: httpx.Response) -> tuple[int, str, str]:
+    body = response.json()
+    return response.status_code, body["error"]["code"], body["error"]["message"]
+
+
+@pytest.mark.req("life:import", "life:export")
+def test_export_then_import_into_a_new_workspace_over_rest(gateway: Gateway) -> None:
+    writer = gateway.token(OWNER, "Script")
+    for value in ("MySQL", "Postgres"):
+        fact = {"subject": "Fjord", "predicate": "database", "object": value, "statement": f"Fjord: {value}"}
+        assert call(gateway, writer, "POST", "/facts", json=fact).status_code == 200
+    note = call(gateway, writer, "POST", "/memories", json={"statement": "The standup is at 11"}).json()
+    call(gateway, writer, "POST", f"/memories/{note['id']}/retire", json={"reason": "moved"})
+    zipped = {"content": vault_zip(), "headers": {"Content-Type": "application/zip"}}
+    imported = call(gateway, writer, "POST", "/admin/import", params={"label": "Vault"}, **zipped)
+    assert imported.status_code == 200, imported.text
+    outcome = imported.json()
+    assert outcome["kind"] == "markdown" and len(outcome["imported"]) == len(NOTES)
+    assert {s["path"] for s in outcome["skipped"]} == set(SKIPPED)
+    found = call(gateway, writer, "POST", "/context", json={"query": "who runs the Fjord migration?"})
+    assert "Ines Duarte" in found.text
+    history_query = {"subject": "Fjord", "predicate": "database", "include_history": "true"}
+    history = call(gateway, writer, "GET", "/memories", params=history_query).json()
+
+    reader = gateway.token(OWNER, "Reader", "--read-only")
+    exported = call(gateway, reader, "GET", "/admin/export")  # a read-only connection may export
+    assert exported.status_code == 200 and exported.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:
+        manifest = json.loads(archive.read("almanac-export.json"))
+        exported_files = {f["path"]: archive.read(f["path"]) for f in manifest["files"]}
+    assert manifest["counts"]["facts"] == 1 and manifest["counts"]["retired_notes"] == 1
+
+    copy = gateway.token(OWNER, "Copy script", "--workspace", "copy")
+    restored = call(gateway, copy, "POST", "/admin/import", content=exported.content)
+    assert restored.status_code == 200 and restored.json()["kind"] == "restore", restored.text
+    assert restored.json()["counts"] == manifest["counts"]
+    target = gateway.workspace_dir(OWNER, "copy")
+    for path, data in exported_files.items():  # every memory, byte for byte
+        assert (target / path).read_bytes() == data
+    assert call(gateway, copy, "GET", "/memories", params=history_query).json() == history
+    again = call(gateway, copy, "POST", "/admin/import", content=exported.content)
+    assert refused(again)[:2] == (400, "bad_import") and "already holds memories" in refused(again)[2]
+
+
+def test_read_only_and_pinned_connections_are_refused_what_they_may_not_do(gateway: Gateway) -> None:
+    reader = gateway.token(OWNER, "Read only", "--read-only")
+    pinned = gateway.token(OWNER, "Pinned", "--scope", "project:fjord")
+    zipped = {"content": vault_zip(), "params": {"label": "Nope"}}
+    status, code, message = refused(call(gateway, reader, "POST", "/admin/import", **zipped))
+    assert (status, code) == (403, "read_only") and "can export but not import" in message
+    status, code, message = refused(call(gateway, pinned, "POST", "/admin/import", **zipped))
+    assert (status, code) == (403, "forbidden") and "pinned to scope 'project:fjord'" in message
+    status, code, message = refused(call(gateway, pinned, "GET", "/admin/export"))
+    assert (status, code) == (403, "forbidden") and "holds the whole workspace" in message
+    assert call(gateway, "not-a-token", "GET", "/admin/export").status_code == 401
+    assert not (gateway.workspace_dir(OWNER) / "notes" / "Imported" / "Nope").exists()
+
+
+def test_bad_uploads_say_what_to_fix_and_write_nothing(gateway: Gateway, tmp_path: Path) -> None:
+    writer = gateway.token(OWNER, "Uploader")
+    big = call(gateway, writer, "POST", "/admin/import", params={"label": "Big"}, content=b"x" * 100_001)
+    status, code, message = refused(big)
+    assert (status, code) == (413, "payload_too_large") and "(100,000 bytes)" in message
+
+    def streamed() -> Iterator[bytes]:  # no Content-Length: the limit holds as the body arrives
+        for _ in range(30):
+            yield b"x" * 5000
+
+    status, code, _ = refused(
+        call(gateway, writer, "POST", "/admin/import", params={"label": "Big"}, content=streamed())
+    )
+    assert (status, code) == (413, "payload_too_large")
+    status, code, message = refused(call(gateway, writer, "POST", "/admin/import", content=vault_zip()))
+    assert (status, code) == (400, "bad_import") and "needs a label" in message
+    bad = call(gateway, writer, "POST", "/admin/import", params={"label": "a/../b"}, content=vault_zip())
+    assert refused(bad)[:2] == (400, "bad_import") and "bad label" in refused(bad)[2]
+    not_zip = call(gateway, writer, "POST", "/admin/import", params={"label": "Text"}, content=b"# hi\n")
+    assert refused(not_zip)[:2] == (400, "bad_import") and "not a zip file" in refused(not_zip)[2]
+    imported = gateway.workspace_dir(OWNER) / "notes" / "Imported"
+    assert not any((imported / name).exists() for name in ("Big", "Text", "b"))
