@@ -77,6 +77,7 @@ def shot_consent(gateway: Gateway, page: Page) -> None:
 
 def shot_workspace_import(gateway: Gateway, page: Page) -> None:
     """The summary after importing a small Obsidian vault (zip) into the default workspace."""
+    seed(gateway)
     sign_in(gateway, page)
     page.goto(gateway.url + "/workspace")
     page.get_by_label("Label").fill("Obsidian")
@@ -88,6 +89,7 @@ def shot_workspace_import(gateway: Gateway, page: Page) -> None:
 
 
 def shot_workspace(gateway: Gateway, page: Page) -> None:
+    seed(gateway)
     sign_in(gateway, page)
     page.goto(gateway.url + "/workspace")
 
@@ -210,15 +212,15 @@ SHOTS: dict[str, Shot] = {
     "home": shot_home,
     "new-token": shot_new_token,
     "consent": shot_consent,
-    "workspace-import": shot_workspace_import,
-    "workspace": shot_workspace,
-    "account": shot_account,
     "memories": shot_memories,
     "memory": shot_memory,
     "memory-delete": shot_memory_delete,
     "connections": shot_connections,
     "settings": shot_settings,
     "activity": shot_activity,
+    "workspace-import": shot_workspace_import,
+    "workspace": shot_workspace,
+    "account": shot_account,
 }
 
 
