@@ -166,7 +166,8 @@ class PostgresDatabase(Database):
             max_size=max_size,
             timeout=timeout,
             kwargs={"autocommit": True},
-            check=ConnectionPool.check_connection,
+            # no check on every checkout (a round trip per call): a statement that finds its idle
+            # connection dropped is retried once on a fresh one, and a transaction checks first
             open=False,
             name="almanac-control",
         )
@@ -199,8 +200,41 @@ class PostgresDatabase(Database):
         conn = self._current()
         if conn is not None:
             return self._run(conn, sql, params)
-        with self._pool.connection() as pooled:
-            return self._run(pooled, sql, params)
+        import psycopg
+
+        for attempt in (1, 2):
+            with self._pool.connection() as pooled:
+                try:
+                    return self._run(pooled, sql, params)
+                except psycopg.OperationalError:
+                    # the server dropped this idle connection (a restart, a failover): the pool
+                    # discards it (and checks the other idle ones), and the statement is tried
+                    # once more on a fresh one
+                    if attempt == 2 or not pooled.closed:
+                        raise
+            self._pool.check()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _borrow_checked(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection known to be alive (one round trip to check), for a transaction."""
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        for attempt in (1, 2):
+            with self._pool.connection() as pooled:
+                try:
+                    ConnectionPool.check_connection(pooled)
+                except psycopg.OperationalError:
+                    if attempt == 2:
+                        raise
+                    dead = True  # the pool discards it on the way out
+                else:
+                    dead = False
+                if not dead:
+                    yield pooled
+                    return
+            self._pool.check()  # the other idle connections died with it: replace them too
 
     def script(self, sql: str) -> None:
         conn = self._current()
@@ -222,7 +256,7 @@ class PostgresDatabase(Database):
             except psycopg.IntegrityError as exc:
                 raise ConstraintViolation(str(exc).strip()) from exc
             return
-        with self._pool.connection() as pooled:
+        with self._borrow_checked() as pooled:
             self._local.conn = pooled
             try:
                 with pooled.transaction():

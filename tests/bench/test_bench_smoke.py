@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import latency, locomo
+from bench import control, latency, locomo
+from tests.pg import PostgresServer
 
 
 def fake_locomo(path: Path) -> None:
@@ -125,3 +126,16 @@ def test_rebuild_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert rebuild.main(["--notes", "3", "--chars", "2000", "--facts", "5", "--write-docs"]) == 0
     text = docs.read_text(encoding="utf-8")
     assert "## Gateway\nkept" in text and "--reindex`, whole process" in text
+
+
+def test_control_plane_bench_runs_on_both_databases(tmp_path: Path, postgres: PostgresServer) -> None:
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n", encoding="utf-8")
+    assert (
+        control.main(["--calls", "5", "--database-url", postgres.create_database(), "--out", str(out)]) == 0
+    )
+    text = out.read_text(encoding="utf-8")
+    assert "kept" in text and "<!-- control-plane:start -->" in text
+    for op in ("authenticate", "touch", "session_by_secret", "create_pat"):
+        assert f"| `{op}` |" in text
+    assert "SQLite" in text and "PostgreSQL" in text

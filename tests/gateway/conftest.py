@@ -28,14 +28,6 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """One real PostgreSQL server for the test session (see tests/pg.py)."""
-    server = PostgresServer.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest) -> str | None:
     """Each control-plane test runs twice: on the default SQLite file (None) and on a fresh

@@ -29,7 +29,8 @@ def test_calls_after_a_database_restart_succeed(own_server: PostgresServer) -> N
         own_server.restart()
         principal = store.authenticate(secret)  # the pooled connection is dead; a new one serves
         assert principal is not None and principal.connection_name == "laptop"
-        store.create_pat(owner.id, ws.id, "desktop")  # writes too
+        own_server.restart()
+        store.create_pat(owner.id, ws.id, "desktop")  # a transaction first after the restart
         assert [c.name for c in store.connections(owner.id)] == ["laptop", "desktop"]
     finally:
         store.close()
