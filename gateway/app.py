@@ -208,6 +208,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         audit=audit,
         max_import_bytes=settings.import_max_bytes,
         restart=lambda workspace_id: parts.supervisor.stop(workspace_id, reason="restore"),
+        store=parts.store,
+        restart_engine=parts.supervisor.restart,
     )
 
     async def healthz(request: Request) -> Response:

@@ -5,7 +5,8 @@ which connection (``source``), the query's SHA-256 (or the query itself only whe
 logs queries), scope, mode, the ids kept and their scores, tokens and latency. Never a memory's
 words: the log has none, and nothing is looked up to add them.
 
-Parameters: ``limit`` (1–200, default 50), ``offset``, ``source`` (one connection's name). The
+Parameters: ``limit`` (1–200, default 50), ``offset``, ``source`` (one connection's name), ``scope``
+(only retrievals limited to that scope: what a connection pinned to it may see). The
 files are read backwards from their end, so a page costs what it shows, not the log's size; a line
 that is not JSON (a torn last write) is skipped.
 """
@@ -69,13 +70,21 @@ def entries(root: Path) -> Iterator[dict[str, Any]]:
 
 
 def page(
-    found: Iterator[Mapping[str, Any]], *, offset: int, limit: int, source: str | None
+    found: Iterator[Mapping[str, Any]],
+    *,
+    offset: int,
+    limit: int,
+    source: str | None,
+    scope: str | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """One page of ``found`` (filtered by ``source``) and whether more follow (pure over the iterator)."""
+    """One page of ``found`` (filtered by ``source`` and ``scope``) and whether more follow (pure
+    over the iterator)."""
     out: list[dict[str, Any]] = []
     skipped = 0
     for entry in found:
         if source is not None and entry.get("source") != source:
+            continue
+        if scope is not None and entry.get("scope") != scope:
             continue
         if skipped < offset:
             skipped += 1
@@ -102,8 +111,8 @@ def routes(parts: Parts) -> list[BaseRoute]:
         params = request.query_params
         limit = _number(params, "limit", 50, 1, MAX_LIMIT)
         offset = _number(params, "offset", 0, 0, 10**9)
-        source = params.get("source") or None
-        found, more = page(entries(root), offset=offset, limit=limit, source=source)
+        source, scope = params.get("source") or None, params.get("scope") or None
+        found, more = page(entries(root), offset=offset, limit=limit, source=source, scope=scope)
         return JSONResponse({"entries": found, "offset": offset, "limit": limit, "more": more})
 
     return [Route("/admin/activity", refusing(activity), methods=["GET"])]

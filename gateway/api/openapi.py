@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .admin import ADMIN_OPERATIONS, AdminOperation
+from .owner import openapi_paths as owner_paths
 from .transfer import openapi_paths
 
 SNAPSHOT = Path(__file__).with_name("tools.json")
@@ -197,6 +198,7 @@ def document(server_url: str = "/") -> dict[str, Any]:
     for admin in ADMIN_OPERATIONS:
         paths.setdefault(PREFIX + admin.path, {})[admin.method.lower()] = _admin_spec(admin)
     paths.update(openapi_paths(PREFIX))
+    paths.update(owner_paths(PREFIX))
     return {
         "openapi": "3.1.0",
         "info": {

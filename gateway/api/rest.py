@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.control.store import Principal
+from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
@@ -30,6 +30,7 @@ from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLi
 
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
+from .owner import OwnerApi
 from .transfer import Restart, TransferApi
 
 Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Awaitable[Principal]]
@@ -96,11 +97,15 @@ class RestApi:
         clock: Callable[[], float] = time.monotonic,
         max_import_bytes: int = 64 * 1024 * 1024,
         restart: Restart | None = None,
+        store: ControlPlane | None = None,
+        restart_engine: Restart | None = None,
     ) -> None:
         self.authenticate = authenticate
         self.audit = audit
         self.max_import_bytes = max_import_bytes
-        self.restart = restart
+        self.restart = restart  # a stop that waits for calls in flight (after a restore)
+        self.store = store  # settings, activity, connections (:mod:`.owner`) need the control plane
+        self.restart_engine = restart_engine  # a restart even with calls in flight (new settings)
         self.engines = engines
         self.origin_policy = origin_policy
         self.limiter = limiter
@@ -118,6 +123,15 @@ class RestApi:
             found.append(
                 Route(PREFIX + admin.path, endpoint, methods=[admin.method], name=admin.operation_id)
             )
+        if self.store is not None:
+            owner = OwnerApi(
+                principal=self._principal,
+                engines=self.engines,
+                store=self.store,
+                audit=self.audit,
+                restart=self.restart_engine,
+            )
+            found += owner.routes(PREFIX)
         transfer = TransferApi(
             principal=self._principal,
             engines=self.engines,

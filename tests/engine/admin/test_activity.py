@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import anyio
@@ -39,6 +40,13 @@ def test_pages_and_the_source_filter() -> None:
     assert [e["n"] for e in last] == [1] and not more
     only_a, more = page(iter(found), offset=1, limit=2, source="A")
     assert [e["n"] for e in only_a] == [7, 5] and more
+    scoped: list[dict[str, Any]] = [
+        {"n": 1, "scope": "project:a"},
+        {"n": 2, "scope": None},
+        {"n": 3, "scope": "project:a"},
+    ]
+    in_a, more = page(iter(scoped), offset=0, limit=5, source=None, scope="project:a")
+    assert [e["n"] for e in in_a] == [1, 3] and not more
 
 
 @pytest.mark.req("life:retrieval-log")

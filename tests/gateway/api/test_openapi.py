@@ -7,6 +7,7 @@ import pytest
 
 from gateway.api.admin import ADMIN_OPERATIONS
 from gateway.api.openapi import OPERATIONS, PREFIX, document, tools
+from gateway.api.owner import OPERATION_IDS as OWNER_OPERATIONS
 from gateway.api.rest import arguments_from_body, arguments_from_query
 from tests.gateway.api.snapshot import SNAPSHOT, listed_tools, render
 
@@ -28,8 +29,9 @@ def test_the_document_names_every_operation_with_the_tools_schemas() -> None:
     assert doc["openapi"].startswith("3.1")
     ids = [spec["operationId"] for path in doc["paths"].values() for spec in path.values()]
     transfer = ["export_workspace", "import_workspace"]
-    assert len(ids) == len(OPERATIONS) + len(ADMIN_OPERATIONS) + len(transfer) == len(set(ids))
-    assert set(transfer) <= set(ids)
+    expected = len(OPERATIONS) + len(ADMIN_OPERATIONS) + len(transfer) + len(OWNER_OPERATIONS)
+    assert len(ids) == expected == len(set(ids))
+    assert set(transfer) <= set(ids) and set(OWNER_OPERATIONS) <= set(ids)
     remember = doc["paths"][PREFIX + "/memories"]["post"]["requestBody"]["content"]["application/json"]
     assert remember["schema"]["required"] == ["statement"]
     assert remember["schema"]["additionalProperties"] is False
