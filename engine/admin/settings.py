@@ -7,9 +7,11 @@ workspace overrides it, and the embedding provider's state and notes.
 
 ``POST`` ``{"set": {name: value}, "clear": [name]}`` changes ``settings.json`` in the workspace.
 Each value is checked on its own (a string is read as the field's kind, so a form's text works);
-any refusal answers 400 with ``fields`` (name → what to fix) and writes nothing. Settings are read
-when an engine starts, so a change is *saved* here and takes effect when the engine restarts — the
-reply's ``restart_needed`` says so, and the gateway restarts the engine after a change.
+any refusal answers 400 with ``fields`` (name → what to fix) and writes nothing. A workspace
+file that cannot be read (not JSON) is reported in ``problems`` and replaced by the next save.
+Settings are read when an engine starts, so a change is *saved* here and takes effect when the
+engine restarts — the reply's ``restart_needed`` says so, and the gateway restarts the engine after
+a change.
 
 Pure: :func:`describe`, :func:`coerce`, :func:`apply`. I/O: the two handlers.
 """

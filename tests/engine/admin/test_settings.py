@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -133,3 +134,19 @@ def test_the_socket_reads_refuses_saves_and_clears_the_workspace_layer(tmp_path:
         half = next(f for f in cleared["fields"] if f["name"] == "half_life_days")
         assert (half["saved"], half["override"], cleared["restart_needed"]) == (30.0, False, True)
         assert json.loads((ws / es.WORKSPACE_FILE).read_text()) == {"log_queries": True}
+
+
+def test_a_broken_workspace_file_is_reported_and_replaced_by_the_next_save(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    with socket_engine(ws, sock, "--embedding-provider", "off"), _client(sock) as http:
+        (ws / es.WORKSPACE_FILE).write_text('{"notes_limit": 3,', encoding="utf-8")
+        reply = http.get("/admin/settings").json()
+        assert len(reply["problems"]) == 1 and "is not valid JSON" in reply["problems"][0]
+        assert _field_of(reply, "notes_limit")["override"] is False
+        saved = http.post("/admin/settings", json={"set": {"facts_limit": 4}}).json()
+        assert saved["problems"] == [] and _field_of(saved, "facts_limit")["saved"] == 4
+        assert json.loads((ws / es.WORKSPACE_FILE).read_text()) == {"facts_limit": 4}
+
+
+def _field_of(reply: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(f for f in reply["fields"] if f["name"] == name)
