@@ -45,8 +45,8 @@ def audit_kinds(site: Site) -> list[str]:
 
 
 @pytest.mark.req("gw:signin", "gw:ops")
-async def test_sign_up_home_sign_out_sign_in(data_dir: Path) -> None:
-    async with running_site(data_dir) as site, site.client() as client:
+async def test_sign_up_home_sign_out_sign_in(data_dir: Path, database_url: str | None) -> None:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         assert (await client.get("/")).headers["location"] == "/login?next=%2F"
         r = await sign_up(client, "ada@example.com")
         assert r.status_code == 303 and r.headers["location"] == "/"
@@ -73,17 +73,17 @@ async def test_sign_up_home_sign_out_sign_in(data_dir: Path) -> None:
 
 
 @pytest.mark.req("gw:signin")
-async def test_the_cli_owner_password_signs_in_on_the_web(data_dir: Path) -> None:
+async def test_the_cli_owner_password_signs_in_on_the_web(data_dir: Path, database_url: str | None) -> None:
     subprocess.run(
         [ALMANAC, "owner", "create", "cli@example.com", "--data-dir", str(data_dir)],
         input=PASSWORD + "\n",
         text=True,
         check=True,
         capture_output=True,
-        env=clean_env({}),
+        env=clean_env({"ALMANAC_DATABASE_URL": database_url} if database_url else {}),
         timeout=60,
     )
-    async with running_site(data_dir) as site, site.client() as client:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         assert (await sign_in(client, "cli@example.com", "not the password")).status_code == 400
         r = await sign_in(client, "cli@example.com")
         assert r.status_code == 303
@@ -93,8 +93,10 @@ async def test_the_cli_owner_password_signs_in_on_the_web(data_dir: Path) -> Non
 
 
 @pytest.mark.req("gw:signin")
-async def test_wrong_password_and_unknown_email_look_the_same(data_dir: Path) -> None:
-    async with running_site(data_dir) as site, site.client() as client:
+async def test_wrong_password_and_unknown_email_look_the_same(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         await sign_up(client, "bo@example.com")
         await sign_out(client)
         wrong = await sign_in(client, "bo@example.com", "wrong password!")
@@ -109,15 +111,17 @@ async def test_wrong_password_and_unknown_email_look_the_same(data_dir: Path) ->
 
 
 @pytest.mark.req("gw:signin")
-async def test_session_cookie_is_httponly_samesite_and_secure_behind_https(data_dir: Path) -> None:
-    async with running_site(data_dir) as site, site.client() as client:
+async def test_session_cookie_is_httponly_samesite_and_secure_behind_https(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         r = await sign_up(client, "local@example.com")
         morsel = SimpleCookie(r.headers["set-cookie"])["almanac_session"]
         assert morsel["httponly"] and morsel["samesite"].lower() == "lax" and morsel["path"] == "/"
         assert morsel["max-age"] == "1209600"  # session_max_age
         assert not morsel["secure"]  # plain http on loopback: a Secure cookie would never come back
     async with (
-        running_site(data_dir, public_url="https://mem.example.com") as site,
+        running_site(data_dir, database_url=database_url, public_url="https://mem.example.com") as site,
         site.client() as client,
     ):
         # behind a TLS proxy: the browser speaks https to the proxy, so Secure cookies come back
@@ -138,8 +142,11 @@ async def test_session_cookie_is_httponly_samesite_and_secure_behind_https(data_
 
 
 @pytest.mark.req("gw:signin", "gw:ops")
-async def test_sign_in_is_throttled_per_account(data_dir: Path) -> None:
-    async with running_site(data_dir, login_max_failures=3) as site, site.client() as client:
+async def test_sign_in_is_throttled_per_account(data_dir: Path, database_url: str | None) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, login_max_failures=3) as site,
+        site.client() as client,
+    ):
         await sign_up(client, "cy@example.com")
         await sign_out(client)
         for _ in range(3):
@@ -158,9 +165,9 @@ async def test_sign_in_is_throttled_per_account(data_dir: Path) -> None:
 
 
 @pytest.mark.req("gw:signin")
-async def test_sign_in_is_throttled_per_address(data_dir: Path) -> None:
+async def test_sign_in_is_throttled_per_address(data_dir: Path, database_url: str | None) -> None:
     settings = {"login_max_failures": 100, "login_max_failures_per_address": 4}
-    async with running_site(data_dir, **settings) as site, site.client() as client:
+    async with running_site(data_dir, database_url=database_url, **settings) as site, site.client() as client:
         await sign_up(client, "ed@example.com")
         await sign_out(client)
         for n in range(4):
@@ -171,8 +178,13 @@ async def test_sign_in_is_throttled_per_address(data_dir: Path) -> None:
 
 
 @pytest.mark.req("gw:signin")
-async def test_a_successful_sign_in_clears_the_account_failures(data_dir: Path) -> None:
-    async with running_site(data_dir, login_max_failures=3) as site, site.client() as client:
+async def test_a_successful_sign_in_clears_the_account_failures(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, login_max_failures=3) as site,
+        site.client() as client,
+    ):
         await sign_up(client, "fa@example.com")
         await sign_out(client)
         for _ in range(2):
@@ -186,8 +198,10 @@ async def test_a_successful_sign_in_clears_the_account_failures(data_dir: Path) 
 
 
 @pytest.mark.req("gw:signin")
-async def test_sign_up_refuses_bad_input_and_changes_nothing(data_dir: Path) -> None:
-    async with running_site(data_dir) as site, site.client() as client:
+async def test_sign_up_refuses_bad_input_and_changes_nothing(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         r = await sign_up(client, "not-an-email")
         assert r.status_code == 400 and "is not an email address" in r.text
         r = await sign_up(client, "gi@example.com", "short")
@@ -212,8 +226,11 @@ async def test_sign_up_refuses_bad_input_and_changes_nothing(data_dir: Path) -> 
 
 
 @pytest.mark.req("gw:signin")
-async def test_invite_only_sign_up(data_dir: Path) -> None:
-    async with running_site(data_dir, signup="invite") as site, site.client() as client:
+async def test_invite_only_sign_up(data_dir: Path, database_url: str | None) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, signup="invite") as site,
+        site.client() as client,
+    ):
         page = await client.get("/signup")
         assert 'name="invite"' in page.text
         r = await sign_up(client, "ha@example.com")
@@ -225,7 +242,7 @@ async def test_invite_only_sign_up(data_dir: Path) -> None:
             text=True,
             check=True,
             capture_output=True,
-            env=clean_env({}),
+            env=clean_env({"ALMANAC_DATABASE_URL": database_url} if database_url else {}),
             timeout=60,
         )
         code = made.stdout.strip()
@@ -239,8 +256,11 @@ async def test_invite_only_sign_up(data_dir: Path) -> None:
 
 
 @pytest.mark.req("gw:signin")
-async def test_closed_sign_up(data_dir: Path) -> None:
-    async with running_site(data_dir, signup="closed") as site, site.client() as client:
+async def test_closed_sign_up(data_dir: Path, database_url: str | None) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, signup="closed") as site,
+        site.client() as client,
+    ):
         page = await client.get("/signup")
         assert page.status_code == 403 and "Sign-up is closed" in page.text
         login = await client.get("/login")
@@ -262,8 +282,8 @@ async def test_closed_sign_up(data_dir: Path) -> None:
 
 
 @pytest.mark.req("gw:signin", "sec:authz")
-async def test_next_never_leaves_the_site(data_dir: Path) -> None:
-    async with running_site(data_dir) as site, site.client() as client:
+async def test_next_never_leaves_the_site(data_dir: Path, database_url: str | None) -> None:
+    async with running_site(data_dir, database_url=database_url) as site, site.client() as client:
         await sign_up(client, "ju@example.com")
         await sign_out(client)
         for evil in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"):
