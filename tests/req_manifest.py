@@ -86,7 +86,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "gw:spawn": None,
     "gw:503": None,
     "gw:isolation": None,
-    "gw:rest": Deferred(12),
+    "gw:rest": None,
     "gw:ops": None,
     "gw:migrations": None,
     # §12 running it

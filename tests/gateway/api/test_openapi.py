@@ -36,6 +36,8 @@ def test_the_document_names_every_operation_with_the_tools_schemas() -> None:
     assert remember["schema"]["required"] == ["statement"]
     assert remember["schema"]["additionalProperties"] is False
     assert "#/$defs/" not in str(doc)  # every nested schema points into components
+    # erasing the account is only on its page (an owner signed in), never for a bearer token
+    assert not [p for p in doc["paths"] if "account" in p or "erase" in p]
 
 
 def test_query_arguments_are_typed_and_unknown_ones_refused() -> None:
