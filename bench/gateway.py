@@ -449,8 +449,9 @@ def table(rows: dict[str, str], calls: int) -> str:
     lines = [
         HEADING,
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, {calls} calls per figure, "
-        "loopback HTTP, MCP 2026-07-28 client; `python -m bench.gateway` to repeat.",
+        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (load average "
+        f"{os.getloadavg()[0]:.1f} when it finished), {calls} calls per figure, loopback HTTP, "
+        "MCP 2026-07-28 client; `python -m bench.gateway` to repeat.",
         "",
         "| metric | value |",
         "|---|---|",
