@@ -2,12 +2,13 @@
 
 - Facts come first, best first, within their share of the budget (default one half, at most
   12 for a query / 20 without); whatever share they leave goes to notes.
-- Notes keep the ranking's order, and when they do not all fit the *worst-ranked* leave first
-  (``recall:budget-order``): a better match is never dropped to keep a worse one unless the
-  budget forces it — a better match that is dropped would not fit beside the better ones kept.
-  After the cut, matches that were dropped are tried again best first, so room freed by a
-  large match is used by the smaller ones below it. The newest relevant match is never dropped —
-  if it alone is too big, its text is cut to fit.
+- Notes keep the ranking's order in the reply. When they do not all fit, keyword-only matches
+  leave first, worst-ranked first, then the worst-ranked meaning matches (``recall:budget-order``):
+  :func:`keep_order` is the order of precedence, and a match is never dropped to keep one below
+  it in that order unless the budget forces it — a match that is dropped would not fit beside
+  the ones above it that are kept. After the cut, dropped matches are tried again in that order,
+  so room freed by a large match is used by the smaller ones below it. The newest relevant match
+  is never dropped — if it alone is too big, its text is cut to fit.
 - Every dropped match still costs its id in the reply's ``dropped`` list (the first
   :data:`MAX_DROPPED_IDS`, best first), so that is counted too.
 
@@ -78,10 +79,16 @@ def _id_cost(memory_id: str) -> int:
     return estimate_tokens(json.dumps(memory_id)) + 1
 
 
+def keep_order(notes: Sequence[Entry]) -> list[Entry]:
+    """The order of precedence when notes do not all fit (``notes`` is in ranking order): meaning
+    matches (semantic, both, graph) in ranking order, then keyword-only matches in ranking order."""
+    return [n for n in notes if n.reason != "keyword"] + [n for n in notes if n.reason == "keyword"]
+
+
 def drop_order(notes: Sequence[Entry]) -> list[Entry]:
-    """The order in which notes leave: the worst-ranked first (``notes`` is in ranking order);
-    the protected note never leaves."""
-    return [n for n in reversed(notes) if not n.protected]
+    """The order in which notes leave: :func:`keep_order` reversed (keyword-only matches first,
+    worst-ranked first, then the worst-ranked meaning matches); the protected note never leaves."""
+    return [n for n in reversed(keep_order(notes)) if not n.protected]
 
 
 def spent(fact_tokens: int, dropped_facts: Sequence[str], notes: Sequence[Entry], kept: set[str]) -> int:
@@ -121,7 +128,7 @@ def pack(
         if cost(kept) <= budget:
             break
         kept.discard(victim.id)
-    for note in notes:  # room a large match left behind goes to the smaller ones below it
+    for note in keep_order(notes):  # room a large match left behind goes to smaller ones below it
         if note.id not in kept and cost(kept | {note.id}) <= budget:
             kept.add(note.id)
     total = cost(kept)

@@ -1,4 +1,5 @@
-"""Packing keeps the ranking (``recall:budget-order``): properties of ``engine.recall.budget.pack``."""
+"""Packing (``recall:budget-order``): keyword-only matches leave first, then the worst-ranked meaning
+matches; the reply keeps the ranking's order. Properties of ``engine.recall.budget.pack``."""
 
 from __future__ import annotations
 
@@ -19,19 +20,24 @@ def _notes(sizes: list[int], protected: int | None = None) -> list[B.Entry]:
 
 
 @pytest.mark.req("recall:budget-order")
-def test_the_worst_ranked_leave_first_whatever_matched_them() -> None:
+def test_keyword_only_matches_leave_first_then_the_worst_meaning_matches() -> None:
     notes = [
         B.Entry("nte_best", 100, 3.0, "both"),
         B.Entry("nte_kw_strong", 100, 2.5, "keyword"),
         B.Entry("nte_sem", 100, 2.0, "semantic"),
+        B.Entry("nte_sem_weak", 100, 1.5, "semantic"),
         B.Entry("nte_kw_weak", 100, 1.0, "keyword"),
         B.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
     ]
     plan = B.pack([], notes, 330, facts_share=0.5)
-    # a keyword-only match ranked above a meaning match stays while that one leaves
-    assert plan.notes == ("nte_best", "nte_kw_strong", "nte_newest")
-    assert plan.dropped == ("nte_sem", "nte_kw_weak")  # listed best first
+    # both keyword-only matches leave, even the one ranked above the meaning matches, then the
+    # weaker meaning match; the newest relevant match stays; the reply keeps the ranking's order
+    assert plan.notes == ("nte_best", "nte_sem", "nte_newest")
+    assert set(plan.dropped) == {"nte_kw_strong", "nte_sem_weak", "nte_kw_weak"}
+    assert plan.dropped == ("nte_kw_strong", "nte_sem_weak", "nte_kw_weak")  # ranking order
     assert plan.tokens <= 330
+    roomy = B.pack([], notes, 460, facts_share=0.5)
+    assert roomy.notes == ("nte_best", "nte_sem", "nte_sem_weak", "nte_newest")
 
 
 @pytest.mark.req("recall:budget-order")
@@ -65,6 +71,7 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
     facts = [B.Entry(f"fct_{i}", s, 1.0, "fact") for i, s in enumerate(fact_sizes)]
     plan = B.pack(facts, notes, budget)
     rank = {n.id: i for i, n in enumerate(notes)}
+    precedence = {n.id: i for i, n in enumerate(B.keep_order(notes))}
     kept = set(plan.notes)
     # the ranking's order is kept, and every note is either kept or listed as dropped
     assert list(plan.notes) == sorted(plan.notes, key=rank.__getitem__)
@@ -83,8 +90,9 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
     for note in notes:
         if note.id in kept:
             continue
-        # a dropped note would not fit even beside only the better notes kept (and the protected one)
-        better = {k for k in kept if rank[k] < rank[note.id]} | (
+        # a dropped note would not fit even beside only the notes kept that precede it in
+        # keep_order (meaning matches by rank, then keyword-only by rank) and the protected one
+        better = {k for k in kept if precedence[k] < precedence[note.id]} | (
             {notes[protected].id} if protected is not None else set()
         )
         assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
