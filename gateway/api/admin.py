@@ -112,10 +112,19 @@ async def _one(
     return await engine_admin.memory_item(client, path["id"], who.scope)
 
 
+OWNER_ONLY = (
+    "permanent deletion is the owner's alone (life:delete: agents cannot delete): sign in to the "
+    "dashboard, open the retired memory under Memories and choose Delete permanently. A "
+    "connection's token may list memories and retire them, never delete them"
+)
+
+
 async def _delete(
     client: httpx.AsyncClient, who: Principal, path: Mapping[str, str], query: Mapping[str, str]
 ) -> dict[str, Any] | ToolRefusal:
-    return await engine_admin.delete_memory(client, path["id"], who.connection_name, who.scope)
+    """Refused to every bearer token, before the engine is asked: the token of a connection is
+    an agent's, and agents cannot delete (``life:delete``)."""
+    return ToolRefusal("forbidden", OWNER_ONLY)
 
 
 ADMIN_OPERATIONS: tuple[AdminOperation, ...] = (
@@ -146,15 +155,14 @@ ADMIN_OPERATIONS: tuple[AdminOperation, ...] = (
         "DELETE",
         "/admin/memories/{id}",
         "delete_memory",
-        "Delete a retired memory permanently",
-        "Only a retired memory can be deleted (else 409 not_retired: retire it first). Its content "
-        "leaves the store, its history and the index; the ledger keeps a delete event naming who "
-        "and when, and the gateway an audit event.",
+        "Delete a retired memory permanently (owner only: refused to tokens)",
+        "Permanent deletion is the owner's alone, on the dashboard (life:delete: agents cannot "
+        "delete). Every bearer token gets 403 forbidden (403 read_only for a read-only one) and "
+        "nothing changes; retire the memory instead, and the owner deletes it from the dashboard.",
         True,
         {},
         DELETED,
         _delete,
-        audit="memory.delete",
     ),
 )
 

@@ -60,37 +60,24 @@ def test_list_and_filter_every_state(gateway: Gateway) -> None:
 
 
 @pytest.mark.req("life:delete")
-def test_delete_over_rest_with_the_tokens_rules(gateway: Gateway) -> None:
+def test_no_token_can_delete_over_rest_agents_cannot_delete(gateway: Gateway) -> None:
     token = gateway.token(ADA, "Cleanup script")
     reader = gateway.token(ADA, "Reader", "--read-only")
-    pinned = gateway.token(ADA, "Pinned", "--scope", "project:fjord")
-    bob = gateway.token(BOB, "Bob's script")
+    pinned = gateway.token(ADA, "Pinned", "--scope", "project:kelp")
     secret = "The intern's phone is 555-0199-Walrus."
     made = api(
         gateway, token, "POST", "/memories", json={"statement": secret, "scope": "project:kelp"}
     ).json()
     path = f"/admin/memories/{made['id']}"
+    api(gateway, token, "POST", f"/memories/{made['id']}/retire", json={"reason": "wrong"})
 
-    assert error(api(gateway, token, "DELETE", path))[:2] == (409, "not_retired")
-    api(gateway, token, "POST", f"/memories/{made['id']}/retire", json={})
+    status, code, message = error(api(gateway, token, "DELETE", path))
+    assert (status, code) == (403, "forbidden") and "dashboard" in message and "owner" in message
+    assert error(api(gateway, pinned, "DELETE", path))[:2] == (403, "forbidden")
     assert error(api(gateway, reader, "DELETE", path))[:2] == (403, "read_only")
     assert api(gateway, reader, "GET", path).json()["item"]["state"] == "retired"  # it may read
-    assert error(api(gateway, pinned, "DELETE", path))[:2] == (404, "not_found")
-    assert error(api(gateway, pinned, "GET", path))[:2] == (404, "not_found")
-    assert made["id"] not in str(api(gateway, pinned, "GET", "/admin/memories").json())
-    assert error(api(gateway, bob, "DELETE", path))[:2] == (404, "not_found")
-    assert files_containing(gateway.workspace_dir(ADA), "Walrus")  # still there after every refusal
-
-    done = api(gateway, token, "DELETE", path)
-    assert done.status_code == 200, done.text
-    assert done.json()["action"] == "delete" and done.json()["source"] == "Cleanup script"
-    assert files_containing(gateway.workspace_dir(ADA), "Walrus") == []
-    assert api(gateway, token, "GET", path).json()["item"]["state"] == "deleted"
-    assert error(api(gateway, token, "GET", f"/memories/{made['id']}"))[:2] == (404, "not_found")
-    status, code, message = error(api(gateway, token, "DELETE", path))
-    assert (status, code) == (404, "not_found") and "already deleted permanently" in message
-
+    # nothing changed: the memory is still retired, its words still in the store, no audit event
+    assert api(gateway, token, "GET", path).json()["item"]["state"] == "retired"
+    assert files_containing(gateway.workspace_dir(ADA), "Walrus")
     events = [json.loads(line) for line in gateway.cli("audit", "--owner", ADA).splitlines()]
-    (deleted,) = [e for e in events if e["kind"] == "memory.delete"]
-    assert deleted["detail"] == {"id": made["id"], "kind": "note", "by": "Cleanup script"}
-    assert deleted["connection_id"] and "Walrus" not in json.dumps(events)
+    assert not [e for e in events if e["kind"] == "memory.delete"]
