@@ -21,11 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.api.guard import guarded
 from gateway.control.store import Connection, ControlPlane, Principal
 from gateway.edge.proxy import Engines
 from gateway.engines import admin
 from gateway.engines.calls import ToolRefusal
-from gateway.errors import Forbidden, GatewayError, PayloadTooLarge, TokenNotFound, render
+from gateway.errors import Forbidden, PayloadTooLarge, TokenNotFound
 
 SETTINGS, ACTIVITY, CONNECTIONS = "/admin/settings", "/admin/activity", "/admin/connections"
 ACTIVITY_QUERY = ("limit", "offset", "source")
@@ -184,30 +185,17 @@ class OwnerApi:
 
     def routes(self, prefix: str) -> list[Route]:
         return [
-            Route(prefix + SETTINGS, self._guard(self.settings), methods=["GET"], name="get_settings"),
-            Route(prefix + SETTINGS, self._guard(self.change), methods=["PATCH"], name="change_settings"),
-            Route(prefix + ACTIVITY, self._guard(self.activity), methods=["GET"], name="list_activity"),
-            Route(
-                prefix + CONNECTIONS, self._guard(self.connections), methods=["GET"], name="list_connections"
-            ),
+            Route(prefix + SETTINGS, guarded(self.settings), methods=["GET"], name="get_settings"),
+            Route(prefix + SETTINGS, guarded(self.change), methods=["PATCH"], name="change_settings"),
+            Route(prefix + ACTIVITY, guarded(self.activity), methods=["GET"], name="list_activity"),
+            Route(prefix + CONNECTIONS, guarded(self.connections), methods=["GET"], name="list_connections"),
             Route(
                 prefix + CONNECTIONS + "/{id}",
-                self._guard(self.revoke),
+                guarded(self.revoke),
                 methods=["DELETE"],
                 name="revoke_connection",
             ),
         ]
-
-    @staticmethod
-    def _guard(call: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await call(request)
-            except GatewayError as exc:
-                status, headers, body = render(exc)
-                return Response(body, status_code=status, headers=headers)
-
-        return endpoint
 
     def _no_query(self, request: Request, allowed: tuple[str, ...] = ()) -> dict[str, str] | JSONResponse:
         found: dict[str, str] = {}

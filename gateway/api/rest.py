@@ -20,13 +20,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.api.guard import guarded
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.calls import ToolRefusal, call_tool
-from gateway.errors import GatewayError, HostNotAllowed, PayloadTooLarge, RateLimited, render
+from gateway.errors import HostNotAllowed, PayloadTooLarge, RateLimited
 
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document
@@ -119,7 +120,7 @@ class RestApi:
                 Route(PREFIX + op.path, self._endpoint(op), methods=[op.method], name=op.operation_id)
             )
         for admin in ADMIN_OPERATIONS:
-            endpoint = self._guarded(functools.partial(self._admin, admin))
+            endpoint = guarded(functools.partial(self._admin, admin))
             found.append(
                 Route(PREFIX + admin.path, endpoint, methods=[admin.method], name=admin.operation_id)
             )
@@ -145,18 +146,7 @@ class RestApi:
         return JSONResponse(document())
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
-        return self._guarded(lambda request: self._call(op, request))
-
-    @staticmethod
-    def _guarded(call: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await call(request)
-            except GatewayError as exc:
-                status, headers, body = render(exc)
-                return Response(body, status_code=status, headers=headers)
-
-        return endpoint
+        return guarded(lambda request: self._call(op, request))
 
     async def _admin(self, op: AdminOperation, request: Request) -> Response:
         """An admin operation: the same authentication and limits as a tool's, then the engine's

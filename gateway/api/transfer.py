@@ -19,11 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from gateway.api.guard import guarded
 from gateway.control.store import Principal
 from gateway.edge.proxy import Engines
 from gateway.engines.admin import import_zip, open_export
 from gateway.engines.calls import ToolRefusal
-from gateway.errors import Forbidden, GatewayError, render
+from gateway.errors import Forbidden
 from gateway.web.uploads import capped
 
 EXPORT, IMPORT = "/admin/export", "/admin/import"
@@ -152,20 +153,9 @@ class TransferApi:
 
     def routes(self, prefix: str) -> list[Route]:
         return [
-            Route(prefix + EXPORT, self._guarded(self.export), methods=["GET"], name="export_workspace"),
-            Route(prefix + IMPORT, self._guarded(self.import_), methods=["POST"], name="import_workspace"),
+            Route(prefix + EXPORT, guarded(self.export), methods=["GET"], name="export_workspace"),
+            Route(prefix + IMPORT, guarded(self.import_), methods=["POST"], name="import_workspace"),
         ]
-
-    @staticmethod
-    def _guarded(call: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await call(request)
-            except GatewayError as exc:
-                status, headers, body = render(exc)
-                return Response(body, status_code=status, headers=headers)
-
-        return endpoint
 
     def _record(self, kind: str, who: Principal, request: Request, detail: dict[str, object]) -> None:
         if self.audit is not None:
