@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.control.clock import utc_in, utcnow
-from gateway.control.db import Database
+from gateway.control.plane import AuditedPlane
 from gateway.errors import InviteInvalid, OwnerNotFound
 
 if TYPE_CHECKING:
@@ -30,20 +30,8 @@ class Session:
     expires_at: str
 
 
-class _Plane(Protocol):
+class _Plane(AuditedPlane, Protocol):
     """What these queries need from the control plane they are mixed into."""
-
-    _db: Database
-
-    def _audit(
-        self,
-        kind: str,
-        owner_id: str | None,
-        workspace_id: str | None,
-        connection_id: str | None,
-        remote: str | None,
-        detail: dict[str, object],
-    ) -> None: ...
 
     def create_owner(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]: ...
 

@@ -19,26 +19,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from gateway.auth.accounts import account_key
 from gateway.control.clock import utcnow
-from gateway.control.db import Database
+from gateway.control.plane import AuditedPlane
 from gateway.errors import OwnerNotFound
 
 if TYPE_CHECKING:
     from gateway.control.store import Workspace
 
 
-class _Plane(Protocol):
-    _db: Database
-
-    def _audit(
-        self,
-        kind: str,
-        owner_id: str | None,
-        workspace_id: str | None,
-        connection_id: str | None,
-        remote: str | None,
-        detail: dict[str, object],
-    ) -> None: ...
-
+class _Plane(AuditedPlane, Protocol):
     def workspaces(self, owner_id: str) -> list[Workspace]: ...
 
 
