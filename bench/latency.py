@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.paths import locomo_path
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
 from engine.embed.local import LocalEmbedder
 from engine.index.indexer import Indexer
@@ -39,7 +40,6 @@ from engine.store.model import Note, Source
 from engine.store.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCOMO = ROOT / ".." / "shared" / "bench" / "locomo" / "locomo10_dev.json"
 CALLER = Caller(client_name="bench")
 _SYLLABLES = [a + b for a in "bcdfghklmnprstvz" for b in ("a", "e", "i", "o", "u", "ai", "or", "en")]
 
@@ -131,8 +131,10 @@ def timed(fn: Callable[[], object], runs: int) -> list[float]:
     return out
 
 
-def questions(path: Path = LOCOMO, runs: int = 200) -> list[str]:
-    """Natural-language questions (LoCoMo dev split) as realistic query text; empty if absent."""
+def questions(path: Path | None = None, runs: int = 200) -> list[str]:
+    """Natural-language questions (LoCoMo dev split, :func:`bench.paths.locomo_path` unless
+    ``path``) as realistic query text; empty if absent."""
+    path = path or locomo_path()
     if not path.exists():
         return []
     found = [qa["question"] for s in json.loads(path.read_text(encoding="utf-8")) for qa in s["qa"]]

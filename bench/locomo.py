@@ -9,7 +9,8 @@ the engine's own write path (``Memory.remember``, a note, its session's date as 
 real MCP client, in order, no extra metadata, the engine's own clock. Every question of
 categories 1–4 is then asked through the search behind ``get_context``; the SQLite FTS5 bm25
 reference runs over the same turns in the same run. The data is read from PATH (default
-``../shared/bench/locomo/locomo10_dev.json``) and never copied.
+``$ALMANAC_LOCOMO``, else ``shared/bench/locomo/locomo10_dev.json`` in the nearest folder at or
+above the checkout: :mod:`bench.paths`) and never copied.
 
 ``--layout`` words each turn differently (``quality:layouts``): ``speaker`` (``Name: text``),
 ``date-first``, ``third-person`` ("On 8 May 2023, Name said that …"), ``plain`` (the words
@@ -36,6 +37,7 @@ from typing import Any
 import anyio
 import apsw
 
+from bench.paths import ENV, locomo_path
 from engine.embed.base import Embedder
 from engine.embed.cache import EmbeddingCache
 from engine.index.indexer import Indexer
@@ -46,9 +48,6 @@ from engine.recall.query import parse_query
 from engine.scope import Caller
 from engine.store.workspace import Workspace
 
-DEFAULT_DATA = (
-    Path(__file__).resolve().parents[1] / ".." / "shared" / "bench" / "locomo" / "locomo10_dev.json"
-)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 HALF_A = ("conv-26", "conv-44", "conv-47")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
@@ -426,7 +425,13 @@ def summary_table(results: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        help=f"the LoCoMo JSON (default: ${ENV}, else shared/bench/locomo/locomo10_dev.json "
+        "in the nearest folder above the checkout)",
+    )
     parser.add_argument("--mode", choices=["engine", "mcp"], default="engine")
     parser.add_argument(
         "--layout",
@@ -445,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-context", action="store_true", help="skip the get_context measurement")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    args.path = args.path or locomo_path()
     if not args.path.exists():
         print(f"no LoCoMo data at {args.path}; pass its path", file=sys.stderr)
         return 2

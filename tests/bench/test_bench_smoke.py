@@ -139,3 +139,19 @@ def test_control_plane_bench_runs_on_both_databases(tmp_path: Path, postgres: Po
     for op in ("authenticate", "touch", "session_by_secret", "create_pat"):
         assert f"| `{op}` |" in text
     assert "SQLite" in text and "PostgreSQL" in text
+
+
+def test_locomo_path_found_from_any_checkout_or_named_by_env(tmp_path: Path) -> None:
+    from bench import paths
+
+    data = tmp_path / "work" / paths.RELATIVE
+    data.parent.mkdir(parents=True)
+    data.write_text("[]", encoding="utf-8")
+    worktree = tmp_path / "work" / "wt" / "someone"
+    worktree.mkdir(parents=True)
+    assert paths.locomo_path({}, worktree) == data  # a worktree two folders down finds it
+    assert paths.locomo_path({}, tmp_path / "work" / "main") == data
+    named = tmp_path / "elsewhere.json"
+    assert paths.locomo_path({paths.ENV: str(named)}, worktree) == named  # the variable wins
+    missing = paths.locomo_path({}, tmp_path / "other")
+    assert not missing.exists() and missing.name == "locomo10_dev.json"
