@@ -26,7 +26,10 @@ from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, def
 from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
+from gateway.cluster.forward import INTERNAL_MCP_PATH, ClusterLink, Forwarder
+from gateway.cluster.internal import InternalMcp
 from gateway.cluster.membership import NodeConfig, keep_alive
+from gateway.cluster.router import Router, RouterConfig
 from gateway.control.oauth import TokenLifetimes, iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
@@ -164,6 +167,29 @@ def oauth_config(settings: Settings) -> OAuthConfig:
     )
 
 
+def cluster_link(
+    settings: Settings, parts: Components, node: NodeConfig | None, clock: Callable[[], float]
+) -> ClusterLink | None:
+    """Node mode: every call is routed by its workspace's placement, and no engine starts here for a
+    workspace this node does not hold (the supervisor's admission check)."""
+    if node is None or settings.cluster_secret is None:
+        return None
+    router = Router(
+        parts.store,
+        RouterConfig(
+            here=node.name,
+            heartbeat_timeout=settings.placement_lease,
+            lease=settings.placement_lease,
+            retry_after=settings.retry_after,
+        ),
+        clock=clock,
+    )
+    parts.supervisor.admit = router.require_local
+    return ClusterLink(
+        node.name, settings.cluster_secret, router, Forwarder(settings.cluster_secret, clock=clock)
+    )
+
+
 def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Starlette:
     """The gateway. ``clock`` (wall time, epoch seconds) decides token and code expiry."""
     parts = build(settings)
@@ -173,6 +199,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             settings.node, settings.advertise_url, settings.node_heartbeat_interval, settings.placement_lease
         )
         parts.store.register_node(node.name, node.advertise_url, now=clock())
+        parts.store.heartbeat(node.name, now=clock(), lease=node.lease)  # back: its leases hold again
+    link = cluster_link(settings, parts, node, clock)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
     store = parts.store
@@ -187,6 +215,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         retry_after=settings.retry_after,
         wall_clock=clock,
         principals=principals,
+        cluster=link,
     )
 
     def audit(kind: str, who: Principal, remote: str | None, detail: dict[str, object]) -> None:
@@ -252,6 +281,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             async with parts.supervisor:
                 yield
             tg.cancel_scope.cancel()
+        if link is not None:
+            await link.forwarder.aclose()
         parts.store.close()
 
     sign_in_with: list[BaseRoute] = []
@@ -259,9 +290,15 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         sign_in_with = oidc.routes(
             oidc.OidcConfig(settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret)
         )
+    internal = (
+        []
+        if link is None
+        else [Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None)]
+    )
     app = Starlette(
         routes=[
             Route("/mcp", proxy, methods=None),
+            *internal,
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),

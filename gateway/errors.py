@@ -16,6 +16,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   ├── InviteInvalid             400 invite_invalid
     │   └── InvalidGrant              400 invalid_grant        (OAuth: bad, spent or reused code/token)
     ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
+    │   └── ClusterSignatureInvalid   401 cluster_signature_invalid (a call between nodes not signed right)
     ├── Forbidden                     403 forbidden
     │   ├── OriginNotAllowed          403 origin_not_allowed
     │   ├── HostNotAllowed            403 host_not_allowed
@@ -35,7 +36,9 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
         ├── EngineStartTimeout        503 engine_start_timeout
         ├── EngineCapacity            503 engine_capacity
         ├── EngineCrashLoop           503 engine_crash_loop
-        └── EngineUnreachable         503 engine_unreachable
+        ├── EngineUnreachable         503 engine_unreachable
+        ├── NodeUnavailable           503 node_unavailable     (its node is down, its lease ran out)
+        └── WorkspaceMoving           503 workspace_moving     (being moved to another node)
 """
 
 from __future__ import annotations
@@ -122,6 +125,16 @@ class Unauthorized(GatewayError):
         if self.scope:
             parts.append(f'scope="{self.scope}"')
         return {"WWW-Authenticate": "Bearer " + ", ".join(parts) if parts else "Bearer"}
+
+
+class ClusterSignatureInvalid(Unauthorized):
+    code = "cluster_signature_invalid"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 class Forbidden(GatewayError):
@@ -227,6 +240,14 @@ class EngineCrashLoop(WorkspaceUnavailable):
 
 class EngineUnreachable(WorkspaceUnavailable):
     code = "engine_unreachable"
+
+
+class NodeUnavailable(WorkspaceUnavailable):
+    code = "node_unavailable"
+
+
+class WorkspaceMoving(WorkspaceUnavailable):
+    code = "workspace_moving"
 
 
 def render(exc: GatewayError) -> tuple[int, dict[str, str], bytes]:

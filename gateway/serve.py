@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import shlex
 import shutil
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
@@ -52,10 +54,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def check_data_dir(data_dir: Path) -> None:
+def check_data_dir(data_dir: Path, *, control_db: bool = True) -> None:
     """Create the data directory if needed and prove a file can be written in it; refuse one that
-    holds workspaces but lost its control database (starting would orphan them silently)."""
-    if (data_dir / "workspaces").is_dir() and not layout.control_db(data_dir).exists():
+    holds workspaces but lost its control database (starting would orphan them silently). With the
+    control plane in PostgreSQL (``control_db`` false) there is no such file to lose."""
+    if control_db and (data_dir / "workspaces").is_dir() and not layout.control_db(data_dir).exists():
         raise DataDirError(
             f"{data_dir} holds workspaces but no {layout.control_db(data_dir).name}; restore it from a "
             "backup (or move workspaces/ aside to start empty)"
@@ -78,6 +81,15 @@ def url_of(host: str, port: int, public_url: str | None) -> str:
     if ":" in shown and not shown.startswith("["):
         shown = f"[{shown}]"
     return f"http://{shown}:{port}"
+
+
+def advertise_with_port(advertise_url: str, port: int) -> str:
+    """An advertise URL whose port is ``0`` names the port actually bound (``--port 0``)."""
+    parts = urlsplit(advertise_url)
+    if parts.port != 0:
+        return advertise_url
+    host = parts.netloc.rsplit(":", 1)[0]
+    return urlunsplit((parts.scheme, f"{host}:{port}", parts.path, parts.query, parts.fragment))
 
 
 def almanac_command() -> str:
@@ -132,9 +144,12 @@ class _Server(uvicorn.Server):
 
 def run(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
-    check_data_dir(settings.data_dir)
+    check_data_dir(settings.data_dir, control_db=settings.database_url is None)
     sock = bind(settings.host, settings.port)
     try:
+        if settings.advertise_url is not None:
+            advertised = advertise_with_port(settings.advertise_url, sock.getsockname()[1])
+            settings = dataclasses.replace(settings, advertise_url=advertised)
         app = create_app(settings)
     except BaseException:
         sock.close()

@@ -23,6 +23,8 @@ ENV_PREFIX = "ALMANAC_"
 CONFIG_ENV = "ALMANAC_CONFIG"
 DEFAULT_CONFIG_NAME = "almanac.toml"
 DATA_DIR_NAME = "almanac"
+#: The shortest cluster_secret accepted (characters).
+MIN_SECRET_LENGTH = 32
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -47,6 +49,7 @@ class Settings:
     advertise_url: str | None = None
     node_heartbeat_interval: float = field(default=5.0, metadata={"min": 0.05})
     placement_lease: float = field(default=30.0, metadata={"min": 0.1})
+    cluster_secret: str | None = None  # signs calls between nodes; the same on every node
     # the HTTP server
     host: str = "127.0.0.1"
     port: int = field(default=8080, metadata={"min": 0, "max": 65535})
@@ -135,6 +138,12 @@ class Settings:
             raise ConfigError(
                 "a node shares the control plane with the other nodes: set database_url "
                 "(ALMANAC_DATABASE_URL=postgresql://…) too"
+            )
+        if self.cluster_secret is None or len(self.cluster_secret) < MIN_SECRET_LENGTH:
+            raise ConfigError(
+                f"a node needs cluster_secret (ALMANAC_CLUSTER_SECRET), at least {MIN_SECRET_LENGTH} "
+                "characters and the same on every node, to sign the calls it forwards "
+                "(e.g. `openssl rand -hex 32`)"
             )
         if self.placement_lease <= self.node_heartbeat_interval:
             raise ConfigError("placement_lease must be longer than node_heartbeat_interval")

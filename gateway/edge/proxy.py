@@ -24,6 +24,8 @@ import httpx
 
 from gateway import logs
 from gateway.auth.tokens import parse_bearer
+from gateway.cluster.forward import ClusterLink
+from gateway.cluster.placement import Forward, Unavailable
 from gateway.control.oauth import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
@@ -35,6 +37,7 @@ from gateway.errors import (
     GatewayError,
     HostNotAllowed,
     MethodNotAllowed,
+    NodeUnavailable,
     OriginNotAllowed,
     PayloadTooLarge,
     RateLimited,
@@ -88,7 +91,7 @@ class Engines(Protocol):
     ) -> AbstractAsyncContextManager[Lease]: ...
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """The client went away before we answered."""
 
 
@@ -108,6 +111,17 @@ async def send_error(send: Send, exc: GatewayError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _refused_between_nodes(upstream: httpx.Response) -> None:
+    """A 401 from the owner node refuses the *nodes'* signature (the client was authenticated here):
+    to the client that is a node it cannot use now, not a bad token."""
+    if upstream.status_code == 401:
+        raise NodeUnavailable(
+            "the node that serves this workspace refused this node's signature (the nodes' "
+            "cluster_secret or clocks differ); try again later",
+            retry_after=30.0,
+        )
+
+
 class McpProxy:
     def __init__(
         self,
@@ -122,7 +136,9 @@ class McpProxy:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         principals: PrincipalCache | None = None,
+        cluster: ClusterLink | None = None,
     ) -> None:
+        self.cluster = cluster
         self.store = store
         self.supervisor = supervisor
         self.origin_policy = origin_policy
@@ -154,7 +170,7 @@ class McpProxy:
 
         try:
             await self._handle(scope, receive, tracked_send)
-        except _ClientGone:
+        except ClientGone:
             pass
         except GatewayError as exc:
             self._count_refusal(exc)
@@ -191,9 +207,55 @@ class McpProxy:
             raise RateLimited(
                 "too many requests on this connection; slow down", retry_after=decision.retry_after
             )
-        body = await self._read_body(raw_headers, receive) if method == "POST" else b""
+        body = await self.read_body(raw_headers, receive) if method == "POST" else b""
         await self._touch(principal.connection_id)
 
+        await self.dispatch(method, raw_headers, body, principal, receive, send)
+
+    async def dispatch(
+        self,
+        method: str,
+        raw_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """An authenticated call: served here, or (node mode) forwarded to the workspace's node, or
+        refused with 503 + Retry-After while that node cannot serve it."""
+        if self.cluster is not None:
+            where = await self.cluster.router.route(principal.workspace_id)
+            if isinstance(where, Forward):
+                request = self.cluster.forwarder.request(where, method, raw_headers, body, principal)
+                await self._stream(
+                    self.cluster.forwarder.client,
+                    request,
+                    principal,
+                    receive,
+                    send,
+                    on_response=_refused_between_nodes,
+                    unreachable=lambda: NodeUnavailable(
+                        f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
+                        retry_after=self.retry_after,
+                    ),
+                )
+                return
+            if isinstance(where, Unavailable):
+                raise NodeUnavailable(
+                    f"this workspace cannot be served now: {where.reason}", retry_after=where.retry_after
+                )
+        await self.serve_local(method, raw_headers, body, principal, receive, send)
+
+    async def serve_local(
+        self,
+        method: str,
+        raw_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Hand the call to this node's engine for the workspace (started if need be)."""
         session_id = hdr.get(raw_headers, b"mcp-session-id")
         workspace_id = principal.workspace_id
         if method != "POST" and not self.supervisor.is_running(workspace_id):
@@ -205,7 +267,22 @@ class McpProxy:
             if owner is not None and owner != principal.connection_id:
                 raise SessionNotFound("no such session for this connection; start a new one")
             upstream_headers = hdr.upstream_request(raw_headers, principal)
-            await self._forward(lease, method, upstream_headers, body, principal, session_id, receive, send)
+            request = lease.client.build_request(
+                method, "/mcp", headers=upstream_headers, content=body or None
+            )
+            await self._stream(
+                lease.client,
+                request,
+                principal,
+                receive,
+                send,
+                on_response=lambda upstream: self._track_session(
+                    lease, method, upstream, principal, session_id
+                ),
+                unreachable=lambda: EngineUnreachable(
+                    "the workspace's engine went away; try again", retry_after=self.retry_after
+                ),
+            )
 
     async def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
         """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too).
@@ -253,7 +330,7 @@ class McpProxy:
             )
         return principal
 
-    async def _read_body(self, raw_headers: hdr.RawHeaders, receive: Receive) -> bytes:
+    async def read_body(self, raw_headers: hdr.RawHeaders, receive: Receive) -> bytes:
         declared = hdr.get(raw_headers, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
@@ -261,7 +338,7 @@ class McpProxy:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _ClientGone
+                raise ClientGone
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
             if size > self.max_body_bytes:
@@ -277,18 +354,18 @@ class McpProxy:
             self._touched[connection_id] = now
             await off_loop(self.store.touch, connection_id)
 
-    async def _forward(
+    async def _stream(
         self,
-        lease: Lease,
-        method: str,
-        upstream_headers: hdr.RawHeaders,
-        body: bytes,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
         principal: Principal,
-        session_id: str | None,
         receive: Receive,
         send: Send,
+        *,
+        on_response: Callable[[httpx.Response], None],
+        unreachable: Callable[[], GatewayError],
     ) -> None:
-        request = lease.client.build_request(method, "/mcp", headers=upstream_headers, content=body or None)
+        """Send ``request`` upstream and stream its answer back; a client that goes away cancels it."""
         async with anyio.create_task_group() as tg:
 
             async def watch_disconnect() -> None:
@@ -299,7 +376,7 @@ class McpProxy:
             tg.start_soon(watch_disconnect)
             refused: GatewayError | None = None
             try:
-                await self._relay(lease, request, method, principal, session_id, send)
+                await self._relay(client, request, principal, send, on_response, unreachable)
             except GatewayError as exc:  # re-raised below, outside the task group, so not wrapped
                 refused = exc
             finally:
@@ -309,28 +386,27 @@ class McpProxy:
 
     async def _relay(
         self,
-        lease: Lease,
+        client: httpx.AsyncClient,
         request: httpx.Request,
-        method: str,
         principal: Principal,
-        session_id: str | None,
         send: Send,
+        on_response: Callable[[httpx.Response], None],
+        unreachable: Callable[[], GatewayError],
     ) -> None:
         try:
-            upstream = await lease.client.send(request, stream=True)
+            upstream = await client.send(request, stream=True)
         except httpx.TransportError as exc:
             logs.event(
                 self._log,
                 logging.WARNING,
                 "engine.unreachable",
                 workspace=principal.workspace_id,
+                upstream=str(request.url),
                 error=repr(exc),
             )
-            raise EngineUnreachable(
-                "the workspace's engine went away; try again", retry_after=self.retry_after
-            ) from exc
+            raise unreachable() from exc
         try:
-            self._track_session(lease, method, upstream, principal, session_id)
+            on_response(upstream)
             await send(
                 {
                     "type": "http.response.start",
@@ -347,6 +423,7 @@ class McpProxy:
                     logging.WARNING,
                     "engine.stream_broken",
                     workspace=principal.workspace_id,
+                    upstream=str(request.url),
                     error=repr(exc),
                 )
             except OSError:  # the client went away mid-stream

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -140,6 +140,8 @@ class Supervisor:
         self._retired: set[str] = set()
         self._tg: TaskGroup | None = None
         self._log = logs.get()
+        # node mode: raises unless this node holds the workspace's lease (gateway.cluster.router)
+        self.admit: Callable[[str], Awaitable[None]] | None = None
         self._spare = (
             WarmSpare(spare_argv(config), config.data_dir / "logs" / "spare.log")
             if config.warm_spare
@@ -199,6 +201,8 @@ class Supervisor:
         """A running engine for ``workspace_id``, started if needed. A lease that ``counts_as_use``
         keeps the engine from idling out while held; others (long-lived GET streams) do not, and
         are cancelled when the engine stops."""
+        if self.admit is not None:
+            await self.admit(workspace_id)
         slot = self.slot(workspace_id)
         if slot.state is not State.RUNNING:
             await self._ensure_running(slot)

@@ -42,6 +42,7 @@ def gateway(tmp_path: Path, url: str) -> Iterator[Gateway]:
         engine_warm_spare="false",
         node="node-a",
         advertise_url="http://node-a.internal:8080",
+        cluster_secret="c" * 40,
         node_heartbeat_interval="0.2",
     )
     yield gw

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.serve import advertise_with_port
 from tests.gateway.e2e import alive, connect, data, start_gateway, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -37,3 +38,11 @@ async def test_a_stop_signal_stops_the_engines_and_exits_0(tmp_path: Path, sig: 
             gw.proc.stdout.close()
     events = (tmp_path / "gateway.log").read_text()
     assert events.count('"event": "engine.stop"') == 2 and '"reason": "shutdown"' in events
+
+
+@pytest.mark.req("run:scale-out")
+def test_an_advertise_url_with_port_0_names_the_port_bound() -> None:
+    assert advertise_with_port("http://127.0.0.1:0", 41234) == "http://127.0.0.1:41234"
+    assert advertise_with_port("https://[::1]:0/base", 8443) == "https://[::1]:8443/base"
+    assert advertise_with_port("http://node-a.internal:8080", 41234) == "http://node-a.internal:8080"
+    assert advertise_with_port("http://node-a.internal", 41234) == "http://node-a.internal"

@@ -91,10 +91,24 @@ PG = "postgresql://almanac@db.internal/almanac"
         ),
         ({"ALMANAC_ADVERTISE_URL": "http://a"}, "set node"),
         (
+            {"ALMANAC_NODE": "node-a", "ALMANAC_DATABASE_URL": PG, "ALMANAC_ADVERTISE_URL": "http://a"},
+            "a node needs cluster_secret",
+        ),
+        (
             {
                 "ALMANAC_NODE": "node-a",
                 "ALMANAC_DATABASE_URL": PG,
                 "ALMANAC_ADVERTISE_URL": "http://a",
+                "ALMANAC_CLUSTER_SECRET": "k" * 31,
+            },
+            "at least 32 characters",
+        ),
+        (
+            {
+                "ALMANAC_NODE": "node-a",
+                "ALMANAC_DATABASE_URL": PG,
+                "ALMANAC_ADVERTISE_URL": "http://a",
+                "ALMANAC_CLUSTER_SECRET": "k" * 32,
                 "ALMANAC_PLACEMENT_LEASE": "1",
                 "ALMANAC_NODE_HEARTBEAT_INTERVAL": "2",
             },

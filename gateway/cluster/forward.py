@@ -1,0 +1,80 @@
+"""Sending a call on to the node that serves its workspace (issue 15, ``run:scale-out``).
+
+The proxy (:mod:`gateway.edge.proxy`) streams the request and the answer exactly as it does with a
+local engine; this module only builds the request: the client's MCP headers (never its
+``Authorization``, never an ``X-Almanac-*`` it made up), the principal the edge resolved, and the
+HMAC signature of :mod:`gateway.cluster.signing`. The owner node's side is
+:mod:`gateway.cluster.internal`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from gateway.cluster import signing
+from gateway.cluster.placement import Forward
+from gateway.cluster.router import Router
+from gateway.control.store import Principal
+from gateway.edge import headers as hdr
+
+#: The owner node's endpoint for forwarded MCP calls.
+INTERNAL_MCP_PATH = "/internal/v1/mcp"
+
+
+def forwarded_headers(raw_headers: hdr.RawHeaders, signed: signing.Signed) -> hdr.RawHeaders:
+    """The client's MCP headers (the allowlist the engine gets) plus the signed principal."""
+    kept = [
+        (key.lower(), value)
+        for key, value in raw_headers
+        if key.lower() in hdr.REQUEST_ALLOW or key.lower().startswith(hdr.REQUEST_ALLOW_PREFIXES)
+    ]
+    return [
+        *kept,
+        (signing.PRINCIPAL_HEADER, signed.principal.encode("ascii")),
+        (signing.SIGNATURE_HEADER, signed.signature.encode("ascii")),
+    ]
+
+
+class Forwarder:
+    """Builds signed requests to other nodes and holds the one HTTP client that sends them."""
+
+    def __init__(self, secret: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.secret, self.clock = secret, clock
+        # no read timeout: an SSE stream stays open as long as the engine keeps it open
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+
+    def request(
+        self, where: Forward, method: str, raw_headers: hdr.RawHeaders, body: bytes, principal: Principal
+    ) -> httpx.Request:
+        signed = signing.sign(
+            self.secret,
+            method=method,
+            path=INTERNAL_MCP_PATH,
+            principal=principal,
+            target=where.node,
+            body=body,
+            now=self.clock(),
+        )
+        return self.client.build_request(
+            method,
+            where.url + INTERNAL_MCP_PATH,
+            headers=forwarded_headers(raw_headers, signed),
+            content=body or None,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+@dataclass(frozen=True)
+class ClusterLink:
+    """What the proxy needs in node mode: where a workspace lives, and how to reach it."""
+
+    here: str
+    secret: str
+    router: Router
+    forwarder: Forwarder

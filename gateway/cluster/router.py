@@ -1,0 +1,124 @@
+"""Where each call goes, in node mode (issue 15, ``run:scale-out``): the I/O shell around the pure
+:func:`~gateway.cluster.placement.route`.
+
+Every call asks :meth:`Router.route` for its workspace. The placement row and the node list are
+read from the control plane off the event loop and reused for ``ttl`` seconds (half a second by
+default). Reusing them never lets a node serve past its lease: a remembered row can only be older,
+so its lease looks shorter and its heartbeat staler than they are. A workspace that has no
+placement yet is placed on the least-loaded live node (the first call places it).
+
+:meth:`Router.require_local` is the supervisor's admission check: no engine is ever started for a
+workspace this node does not hold the lease of, whichever page, API or call asks for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.cluster.placement import (
+    Forward,
+    Local,
+    Node,
+    Placement,
+    PlacementError,
+    Route,
+    Unavailable,
+    route,
+)
+from gateway.edge.principals import off_loop
+from gateway.errors import NodeUnavailable
+
+#: How long a placement and the node list are reused (seconds).
+TTL_S = 0.5
+
+
+class _Placements(Protocol):
+    def nodes(self) -> list[Node]: ...
+
+    def place(
+        self, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
+    ) -> Placement: ...
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    here: str  # this node's name
+    heartbeat_timeout: float  # a node not heard from for this long is down
+    lease: float  # a new placement's first lease
+    retry_after: float  # what a refused call is told
+
+
+@dataclass(frozen=True)
+class _Seen:
+    placement: Placement
+    nodes: tuple[Node, ...]
+    fetched: float
+
+
+class Router:
+    def __init__(
+        self,
+        store: _Placements,
+        config: RouterConfig,
+        *,
+        ttl: float = TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.config, self.ttl, self.clock = store, config, ttl, clock
+        self._seen: dict[str, _Seen] = {}
+
+    def _lookup(self, workspace_id: str, now: float) -> _Seen:
+        placement = self.store.place(
+            workspace_id, now=now, heartbeat_timeout=self.config.heartbeat_timeout, lease=self.config.lease
+        )
+        return _Seen(placement, tuple(self.store.nodes()), now)
+
+    async def route(self, workspace_id: str) -> Route:
+        """Serve here, forward to the owner, or refuse (503 + Retry-After) — never a second engine."""
+        now = self.clock()
+        seen = self._seen.get(workspace_id)
+        if seen is None or not 0.0 <= now - seen.fetched < self.ttl:
+            try:
+                seen = await off_loop(self._lookup, workspace_id, now)
+            except PlacementError as exc:
+                return Unavailable(str(exc), self.config.retry_after)
+            except Exception as exc:  # the control plane is unreachable: nobody can say who owns it
+                return Unavailable(
+                    f"the control plane cannot say where this workspace lives ({exc})",
+                    self.config.retry_after,
+                )
+            self._seen[workspace_id] = seen
+            if len(self._seen) > 10_000:
+                self._seen.pop(next(iter(self._seen)))
+        return route(
+            seen.placement,
+            seen.nodes,
+            here=self.config.here,
+            now=self.clock(),
+            heartbeat_timeout=self.config.heartbeat_timeout,
+            retry_after=self.config.retry_after,
+        )
+
+    def forget(self, workspace_id: str | None = None) -> None:
+        """Ask the control plane again next time (for one workspace, or all)."""
+        if workspace_id is None:
+            self._seen.clear()
+        else:
+            self._seen.pop(workspace_id, None)
+
+    async def require_local(self, workspace_id: str) -> None:
+        """Raise :class:`NodeUnavailable` unless this node holds ``workspace_id``'s lease now."""
+        where = await self.route(workspace_id)
+        if isinstance(where, Local):
+            return
+        if isinstance(where, Forward):
+            raise NodeUnavailable(
+                f"this workspace is served by node {where.node!r}, not this one; try again",
+                retry_after=self.config.retry_after,
+            )
+        raise NodeUnavailable(
+            f"this workspace cannot be served now: {where.reason}", retry_after=where.retry_after
+        )

@@ -1,0 +1,164 @@
+"""How one node tells another "this call is for workspace W, on behalf of this principal" (issue 15,
+``run:scale-out``). Pure functions; the HTTP shells are :mod:`gateway.cluster.forward` and
+:mod:`gateway.cluster.internal`.
+
+The edge node has already authenticated the client and applied its rules; the client's token never
+leaves it. What travels is the resolved :class:`~gateway.control.store.Principal`, encoded in a
+header, and an HMAC-SHA256 (key: the shared ``cluster_secret``) over everything that matters::
+
+    v1 \\n METHOD \\n PATH \\n TIMESTAMP \\n WORKSPACE \\n TARGET NODE \\n PRINCIPAL \\n SHA-256(BODY)
+
+so a signed request cannot be replayed to another node, another path or with another body, nor
+altered to speak for another connection, and it is good only for ``window`` seconds around its
+timestamp. The receiver compares in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import asdict, dataclass
+
+from gateway.control.store import Principal
+
+PRINCIPAL_HEADER = b"x-almanac-cluster-principal"
+SIGNATURE_HEADER = b"x-almanac-cluster-signature"
+#: A signed request is refused when its timestamp is further than this from the receiver's clock.
+WINDOW_S = 30.0
+_VERSION = "v1"
+
+
+class SignatureInvalid(Exception):
+    """A request between nodes that must be refused (the message says why, without secrets)."""
+
+
+@dataclass(frozen=True)
+class Signed:
+    """What a forwarded request carries (two header values)."""
+
+    principal: str  # base64url JSON of the principal
+    signature: str  # "v1 t=<timestamp> sig=<hex>"
+
+
+def encode_principal(principal: Principal) -> str:
+    raw = json.dumps(asdict(principal), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_principal(encoded: str) -> Principal:
+    try:
+        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        fields = json.loads(raw)
+        return Principal(
+            owner_id=str(fields["owner_id"]),
+            workspace_id=str(fields["workspace_id"]),
+            connection_id=str(fields["connection_id"]),
+            connection_name=str(fields["connection_name"]),
+            read_only=bool(fields["read_only"]),
+            scope=None if fields["scope"] is None else str(fields["scope"]),
+            resource=None if fields.get("resource") is None else str(fields["resource"]),
+        )
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise SignatureInvalid("the forwarded principal is not readable") from exc
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def _mac(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    timestamp: int,
+    workspace_id: str,
+    target: str,
+    principal: str,
+    digest: str,
+) -> str:
+    message = "\n".join(
+        (_VERSION, method.upper(), path, str(timestamp), workspace_id, target, principal, digest)
+    )
+    return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def sign(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    principal: Principal,
+    target: str,
+    body: bytes,
+    now: float,
+) -> Signed:
+    """The two header values that let node ``target`` serve this call for ``principal``."""
+    encoded = encode_principal(principal)
+    timestamp = int(now)
+    mac = _mac(
+        secret,
+        method=method,
+        path=path,
+        timestamp=timestamp,
+        workspace_id=principal.workspace_id,
+        target=target,
+        principal=encoded,
+        digest=body_digest(body),
+    )
+    return Signed(encoded, f"{_VERSION} t={timestamp} sig={mac}")
+
+
+def _parse_signature(value: str) -> tuple[int, str]:
+    parts = value.split(" ")
+    if (
+        len(parts) != 3
+        or parts[0] != _VERSION
+        or not parts[1].startswith("t=")
+        or not parts[2].startswith("sig=")
+    ):
+        raise SignatureInvalid("the cluster signature is malformed (expected 'v1 t=<seconds> sig=<hex>')")
+    stamp = parts[1][2:]
+    if not stamp.isdigit():
+        raise SignatureInvalid("the cluster signature's timestamp is not a number")
+    return int(stamp), parts[2][4:]
+
+
+def verify(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    principal_header: str | None,
+    signature_header: str | None,
+    here: str,
+    body: bytes,
+    now: float,
+    window: float = WINDOW_S,
+) -> Principal:
+    """The principal a request from another node speaks for, or :class:`SignatureInvalid`."""
+    if not principal_header or not signature_header:
+        raise SignatureInvalid("this endpoint serves the other nodes only: the call is not signed")
+    timestamp, mac = _parse_signature(signature_header)
+    if abs(now - timestamp) > window:
+        raise SignatureInvalid(
+            f"the cluster signature is stale ({abs(now - timestamp):.0f} s from this node's clock, "
+            f"allowed {window:g} s); check the nodes' clocks"
+        )
+    principal = decode_principal(principal_header)
+    expected = _mac(
+        secret,
+        method=method,
+        path=path,
+        timestamp=timestamp,
+        workspace_id=principal.workspace_id,
+        target=here,
+        principal=principal_header,
+        digest=body_digest(body),
+    )
+    if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii", errors="replace")):
+        raise SignatureInvalid("the cluster signature does not match (another secret, node, path or body)")
+    return principal

@@ -1,0 +1,314 @@
+"""Issue 15's Done-means test (``run:scale-out``): a real PostgreSQL control plane and THREE real
+``almanac serve`` nodes on loopback, each with its own data directory, real engines and the real
+MCP client. Any node serves any workspace: calls for a workspace placed elsewhere are forwarded,
+streaming, to its node, signed with the cluster secret (never the client's token); a workspace whose
+node is down answers 503 + Retry-After everywhere and is opened nowhere else; back, it has every
+acknowledged write. The nodes are started once for the module."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from gateway.cluster import signing
+from gateway.cluster.forward import INTERNAL_MCP_PATH
+from gateway.control.oauth import epoch
+from gateway.control.store import ControlPlane, Principal
+from tests.gateway.e2e import Gateway, connect, data, files_containing, start_gateway, wait_for
+from tests.pg import PostgresServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+SECRET = "cluster-secret-" + "x" * 40
+NAMES = ("node-a", "node-b", "node-c")
+ACCEPT = "application/json, text/event-stream"
+
+
+@dataclass
+class Cluster:
+    url: str  # the control plane
+    root: Path
+    nodes: dict[str, Gateway]
+
+    def start(self, name: str) -> Gateway:
+        node = start_gateway(
+            self.root / name,
+            self.root / f"{name}.log",
+            database_url=self.url,
+            node=name,
+            advertise_url="http://127.0.0.1:0",
+            cluster_secret=SECRET,
+            node_heartbeat_interval="0.2",
+            placement_lease="2",
+            retry_after="1",
+            engine_warm_spare="false",
+        )
+        self.nodes[name] = node
+        return node
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node (its engines exit with it): no goodbye, no graceful stop."""
+        node = self.nodes[name]
+        node.proc.send_signal(signal.SIGKILL)
+        node.proc.wait(timeout=30)
+        node.reader.join(timeout=10)
+        assert node.proc.stdout is not None
+        node.proc.stdout.close()
+
+    def rows(self, sql: str, *params: object) -> list[tuple[object, ...]]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return list(conn.execute(sql.encode(), params).fetchall())
+
+    def node_of(self, workspace_id: str) -> str:
+        return str(self.rows("SELECT node FROM placements WHERE workspace_id = %s", workspace_id)[0][0])
+
+    def workspace_id(self, email: str) -> str:
+        found = self.rows(
+            "SELECT w.id FROM workspaces w JOIN owners o ON o.id = w.owner_id WHERE o.email = %s", email
+        )
+        return str(found[0][0])
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("cluster"), {})
+    try:
+        with ThreadPoolExecutor(len(NAMES)) as pool:  # three starts at once: the test's wall time
+            list(pool.map(found.start, NAMES))
+        yield found
+    finally:
+        for node in found.nodes.values():
+            if node.proc.poll() is None:
+                node.stop()
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "cluster-test", "version": "1"},
+    },
+}
+
+
+def _call(node: Gateway, token: str) -> httpx.Response:
+    """An MCP ``initialize`` over plain HTTP (to read the status and headers of a refusal)."""
+    return httpx.post(
+        node.mcp_url,
+        json=INITIALIZE,
+        headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT},
+        timeout=30,
+    )
+
+
+async def _place_three(cluster: Cluster) -> dict[str, str]:
+    """Three owners whose workspaces are placed, by their first calls, on node-a, node-b, node-c
+    (the least-loaded live node each time, ties by name). Cy's token is issued by node A's own
+    command line; the other two straight in the control plane (quicker than two more CLI runs)."""
+    a = cluster.nodes["node-a"]
+    tokens = {}
+    store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
+    try:
+        for email in ("ada@example.com", "bob@example.com"):
+            owner, workspace = store.create_owner(email, None)
+            tokens[email] = store.create_pat(owner.id, workspace.id, f"{email.split('@')[0]}'s agent")[1]
+    finally:
+        store.close()
+    a.owner("cy@example.com")
+    tokens["cy@example.com"] = a.token("cy@example.com", "cy's agent")  # issued on node A
+    for email, token in tokens.items():
+        async with connect(a, token) as client:
+            data(await client.call_tool("remember", {"statement": f"first words of {email}"}))
+    return tokens
+
+
+@pytest.fixture(scope="module")
+async def tokens(cluster: Cluster) -> dict[str, str]:
+    return await _place_three(cluster)
+
+
+@pytest.mark.req("run:scale-out")
+async def test_new_workspaces_are_placed_on_the_least_loaded_node_and_served_only_there(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    placed = {email: cluster.node_of(cluster.workspace_id(email)) for email in tokens}
+    assert placed == {"ada@example.com": "node-a", "bob@example.com": "node-b", "cy@example.com": "node-c"}
+    for email, name in placed.items():
+        workspace = cluster.workspace_id(email)
+        for other, node in cluster.nodes.items():
+            holds = files_containing(node.data_dir / "workspaces" / workspace, f"first words of {email}")
+            assert bool(holds) == (other == name), (email, other)
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_token_issued_on_a_reaches_a_workspace_on_c_through_b(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    b, c = cluster.nodes["node-b"], cluster.nodes["node-c"]
+    workspace = cluster.workspace_id("cy@example.com")
+    async with connect(b, tokens["cy@example.com"]) as client:
+        stored = data(await client.call_tool("remember", {"statement": "the kiln fires at dawn"}))
+        assert stored["source"] == "cy's agent"  # the principal resolved on B, carried to C
+        context = await client.call_tool("get_context", {"query": "kiln"})
+        assert "dawn" in str(context.content)
+    assert files_containing(c.data_dir / "workspaces" / workspace, "kiln fires at dawn")
+    for name in ("node-a", "node-b"):
+        assert not (cluster.nodes[name].data_dir / "workspaces" / workspace).exists()
+    assert any(p.name == workspace for p in c.engines())
+    assert not any(p.name == workspace for p in b.engines())
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_forwarded_stream_is_not_buffered(cluster: Cluster, tokens: dict[str, str]) -> None:
+    """A GET stream forwarded B → C opens at once and stays open (nothing waits for its end)."""
+    b = cluster.nodes["node-b"]
+    headers = {"Authorization": f"Bearer {tokens['cy@example.com']}", "Accept": ACCEPT}
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "stream-test", "version": "1"},
+            },
+        }
+        opened = await http.post(b.mcp_url, json=init, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        session_headers = {**headers, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        await http.post(
+            b.mcp_url,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=session_headers,
+        )
+        async with http.stream(
+            "GET", b.mcp_url, headers={**session_headers, "Accept": "text/event-stream"}
+        ) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            assert stream.headers.get("x-accel-buffering") == "no"
+
+
+@pytest.mark.req("run:scale-out")
+async def test_the_internal_endpoint_refuses_anything_unsigned_or_stale(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    c = cluster.nodes["node-c"]
+    workspace = cluster.workspace_id("cy@example.com")
+    body = json.dumps(INITIALIZE).encode()
+    url = c.url + INTERNAL_MCP_PATH
+    base = {"Accept": ACCEPT, "Content-Type": "application/json"}
+    who = Principal("o", workspace, "con_forged", "forger", read_only=False, scope=None)
+
+    def signed(secret: str, now: float, target: str = "node-c") -> dict[str, str]:
+        s = signing.sign(
+            secret, method="POST", path=INTERNAL_MCP_PATH, principal=who, target=target, body=body, now=now
+        )
+        return {"x-almanac-cluster-principal": s.principal, "x-almanac-cluster-signature": s.signature}
+
+    attempts = {
+        "a client's bearer token": {"Authorization": f"Bearer {tokens['cy@example.com']}"},
+        "nothing": {},
+        "a stale signature": signed(SECRET, time.time() - 120),
+        "another secret": signed("not-the-cluster-secret-" + "y" * 40, time.time()),
+        "a signature for another node": signed(SECRET, time.time(), target="node-b"),
+    }
+    for what, extra in attempts.items():
+        r = httpx.post(url, content=body, headers={**base, **extra}, timeout=30)
+        assert r.status_code == 401, what
+        assert r.json()["error"]["code"] == "cluster_signature_invalid", what
+    # the same request, signed right, is served: the refusals above were the signature's doing
+    r = httpx.post(url, content=body, headers={**base, **signed(SECRET, time.time())}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.headers["mcp-session-id"]
+
+
+@pytest.mark.req("run:scale-out")
+async def test_the_rest_api_is_served_by_the_owner_node_only(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    """REST calls are not forwarded (yet): elsewhere they are refused, and no engine starts there."""
+    b, c = cluster.nodes["node-b"], cluster.nodes["node-c"]
+    workspace = cluster.workspace_id("cy@example.com")
+    auth = {"Authorization": f"Bearer {tokens['cy@example.com']}"}
+    refused = httpx.post(
+        b.url + "/api/v1/memories", json={"statement": "rest via b"}, headers=auth, timeout=30
+    )
+    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["code"] == "node_unavailable"
+    assert "node-c" in refused.json()["error"]["message"]
+    assert not (b.data_dir / "workspaces" / workspace).exists()
+    served = httpx.post(
+        c.url + "/api/v1/memories", json={"statement": "rest via c"}, headers=auth, timeout=30
+    )
+    assert served.is_success, served.text
+    assert files_containing(c.data_dir / "workspaces" / workspace, "rest via c")
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_dead_node_s_workspace_is_503_everywhere_then_serves_again_with_every_write(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    a, b, c = (cluster.nodes[n] for n in NAMES)
+    token = tokens["cy@example.com"]
+    workspace = cluster.workspace_id("cy@example.com")
+    acknowledged = []
+    async with connect(a, token) as client:
+        for i in range(5):
+            data(
+                await client.call_tool("remember", {"statement": f"acknowledged write {i} before the crash"})
+            )
+            acknowledged.append(f"acknowledged write {i} before the crash")
+
+    cluster.kill("node-c")
+    for edge in (a, b):  # at once (C unreachable) and after its heartbeat went stale
+        r = _call(edge, token)
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, r.text
+        assert r.json()["error"]["code"] == "node_unavailable"
+    last_beat = epoch(str(cluster.rows("SELECT heartbeat_at FROM nodes WHERE name = 'node-c'")[0][0]))
+    wait_for(lambda: time.time() > last_beat + 2.5, timeout=20, what="node-c's heartbeat to go stale")
+    for edge in (a, b):
+        r = _call(edge, token)
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, r.text
+        assert (
+            "not been heard from" in r.json()["error"]["message"] or "lease" in r.json()["error"]["message"]
+        )
+    # nothing was opened or written anywhere else
+    for edge in (a, b):
+        assert not (edge.data_dir / "workspaces" / workspace).exists()
+        assert not files_containing(edge.data_dir, "written during the outage")
+        assert not any(p.name == workspace for p in edge.engines())
+    assert cluster.node_of(workspace) == "node-c"
+
+    c = cluster.start("node-c")  # same name, same data directory, a new port
+    wait_for(
+        lambda: _call(b, token).status_code == 200,
+        timeout=30,
+        what="node-c's workspace to serve again through node-b",
+    )
+    async with connect(b, token) as client:
+        for needle in acknowledged:
+            found = await client.call_tool("get_context", {"query": needle})
+            assert needle in str(found.content), needle
+    for needle in acknowledged:
+        assert files_containing(c.data_dir / "workspaces" / workspace, needle), needle
+    assert not files_containing(c.data_dir, "written during the outage")
