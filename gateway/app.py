@@ -29,6 +29,7 @@ from gateway.auth.sessions import AccountContext
 from gateway.cluster.forward import INTERNAL_MCP_PATH, ClusterLink, Forwarder
 from gateway.cluster.internal import InternalMcp
 from gateway.cluster.membership import NodeConfig, keep_alive
+from gateway.cluster.moves import MoveEndpoints
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.oauth import TokenLifetimes, iso
 from gateway.control.store import ControlPlane, Principal
@@ -290,11 +291,12 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         sign_in_with = oidc.routes(
             oidc.OidcConfig(settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret)
         )
-    internal = (
-        []
-        if link is None
-        else [Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None)]
-    )
+    internal: list[BaseRoute] = []
+    if link is not None:
+        internal = [
+            Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
+            *MoveEndpoints(link, parts.supervisor, parts.store.placement, clock=clock).routes(),
+        ]
     app = Starlette(
         routes=[
             Route("/mcp", proxy, methods=None),

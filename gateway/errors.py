@@ -8,6 +8,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     ├── ConfigError                   500 config_invalid       (bad setting; the CLI exits 2)
     │   ├── DataDirError              500 data_dir_unusable    (cannot write it; control DB missing/corrupt)
     │   └── PortInUse                 500 port_unavailable     (cannot listen on the host and port)
+    ├── MoveFailed                    500 move_failed          (a workspace move called off; the CLI exits 1)
     ├── BadRequest                    400 bad_request
     │   ├── InvalidScope              400 invalid_scope
     │   ├── InvalidEmail              400 invalid_email
@@ -73,6 +74,10 @@ class DataDirError(ConfigError):
 
 class PortInUse(ConfigError):
     code = "port_unavailable"
+
+
+class MoveFailed(GatewayError):
+    code = "move_failed"
 
 
 class BadRequest(GatewayError):

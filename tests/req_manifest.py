@@ -94,7 +94,7 @@ REQUIREMENTS: dict[str, Deferred | None] = {
     "run:docker": None,
     "run:cli": None,
     "run:config": None,
-    "run:scale-out": Deferred(15),
+    "run:scale-out": None,
     # §13 performance and quality (benchmarks; tests check the bench commands run)
     "perf:context-small": None,
     "perf:context-large": None,

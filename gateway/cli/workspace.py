@@ -8,8 +8,10 @@ import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
+from gateway.cluster.mover import move
 from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
+from gateway.errors import ConfigError
 
 
 @click.group()
@@ -58,3 +60,37 @@ def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: P
     click.echo(f"workspace\t{ws.name}\nfolder\t{folder}")
     for label, value in measure(folder).rows():
         click.echo(f"{label}\t{value}")
+
+
+@workspace.command("move")
+@click.argument("name")
+@click.option("--owner", "email", required=True, help="The owner's email.")
+@click.option("--to", "target", required=True, help="The node to move the workspace to.")
+@data_dir_option
+@config_option
+@reports_errors
+def workspace_move(
+    name: str, email: str, target: str, data_dir: Path | None, config_file: Path | None
+) -> None:
+    """Move a workspace to another node: drain it, copy its folder node to node, verify every
+    file's SHA-256, switch it over, and delete the old copy once the new node serves it.
+
+    Needs the shared control plane (database_url) and the nodes' cluster_secret."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    if settings.database_url is None or settings.cluster_secret is None:
+        raise ConfigError(
+            "moving a workspace needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
+            "and ALMANAC_CLUSTER_SECRET as on the nodes"
+        )
+    with control_plane(config_file, data_dir) as store:
+        ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        report = move(
+            store,
+            ws.id,
+            target,
+            secret=settings.cluster_secret,
+            lease=settings.placement_lease,
+            heartbeat_timeout=settings.placement_lease,
+            say=lambda line: click.echo(line, err=True),
+        )
+    click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)

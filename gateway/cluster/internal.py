@@ -17,7 +17,8 @@ from collections.abc import Callable
 from gateway import logs
 from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.placement import Local
+from gateway.cluster.placement import Local, Unavailable
+from gateway.cluster.router import unavailable
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import METHODS, ClientGone, McpProxy, Message, Receive, Scope, Send, send_error
 from gateway.errors import ClusterSignatureInvalid, GatewayError, MethodNotAllowed, NodeUnavailable
@@ -71,6 +72,8 @@ class InternalMcp:
             )
             raise ClusterSignatureInvalid(str(exc)) from None
         where = await self.link.router.route(principal.workspace_id)
+        if isinstance(where, Unavailable):
+            raise unavailable(where)  # down, lease run out, or being moved
         if not isinstance(where, Local):
             self.link.router.forget(principal.workspace_id)  # the sender's view and ours differ: look again
             raise NodeUnavailable(

@@ -42,6 +42,7 @@ class Placement:
     workspace_id: str
     node: str
     lease_expires_at: float  # epoch seconds
+    moving_to: str | None = None  # a move to that node is under way: nobody serves it meanwhile
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,11 @@ class Unavailable:
 
     reason: str
     retry_after: float
+    moving: bool = False  # refused because it is being moved (a short wait), not because a node is down
 
+
+#: What a call for a workspace being moved is told to wait (seconds): a move takes moments.
+MOVING_RETRY_AFTER = 1.0
 
 Route = Local | Forward | Unavailable
 
@@ -95,6 +100,10 @@ def route(
     retry_after: float,
 ) -> Route:
     """Where a call for ``placement``'s workspace goes, seen from the node named ``here``."""
+    if placement.moving_to is not None:
+        return Unavailable(
+            f"this workspace is being moved to node {placement.moving_to!r}", MOVING_RETRY_AFTER, moving=True
+        )
     owner = next((n for n in nodes if n.name == placement.node), None)
     if owner is None:
         return Unavailable(f"node {placement.node!r} is not registered", retry_after)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.cluster.placement import (
+    MOVING_RETRY_AFTER,
     Forward,
     Local,
     Node,
@@ -29,7 +30,7 @@ from gateway.cluster.placement import (
     route,
 )
 from gateway.edge.principals import off_loop
-from gateway.errors import NodeUnavailable
+from gateway.errors import NodeUnavailable, WorkspaceMoving
 
 #: How long a placement and the node list are reused (seconds).
 TTL_S = 0.5
@@ -69,6 +70,19 @@ class Router:
     ) -> None:
         self.store, self.config, self.ttl, self.clock = store, config, ttl, clock
         self._seen: dict[str, _Seen] = {}
+        self._held: set[str] = set()  # being moved away from here: refused whatever the rows say
+
+    def hold(self, workspace_id: str) -> None:
+        """Refuse ``workspace_id`` here from now on (a move away from this node has begun)."""
+        self._held.add(workspace_id)
+
+    @property
+    def held(self) -> frozenset[str]:
+        return frozenset(self._held)
+
+    def unhold(self, workspace_id: str) -> None:
+        self._held.discard(workspace_id)
+        self.forget(workspace_id)
 
     def _lookup(self, workspace_id: str, now: float) -> _Seen:
         placement = self.store.place(
@@ -78,6 +92,10 @@ class Router:
 
     async def route(self, workspace_id: str) -> Route:
         """Serve here, forward to the owner, or refuse (503 + Retry-After) — never a second engine."""
+        if workspace_id in self._held:
+            return Unavailable(
+                "this workspace is being moved away from this node", MOVING_RETRY_AFTER, moving=True
+            )
         now = self.clock()
         seen = self._seen.get(workspace_id)
         if seen is None or not 0.0 <= now - seen.fetched < self.ttl:
@@ -119,6 +137,13 @@ class Router:
                 f"this workspace is served by node {where.node!r}, not this one; try again",
                 retry_after=self.config.retry_after,
             )
-        raise NodeUnavailable(
-            f"this workspace cannot be served now: {where.reason}", retry_after=where.retry_after
-        )
+        raise unavailable(where)
+
+
+def unavailable(where: Unavailable) -> NodeUnavailable | WorkspaceMoving:
+    """The error a refused call gets."""
+    if where.moving:
+        return WorkspaceMoving(where.reason + "; try again in a moment", retry_after=where.retry_after)
+    return NodeUnavailable(
+        f"this workspace cannot be served now: {where.reason}", retry_after=where.retry_after
+    )

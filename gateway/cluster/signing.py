@@ -86,25 +86,33 @@ def _mac(
     return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+#: The principal header of a call made by the cluster itself (moving a workspace), not for a client.
+NO_PRINCIPAL = "-"
+
+
 def sign(
     secret: str,
     *,
     method: str,
     path: str,
-    principal: Principal,
+    principal: Principal | None,
     target: str,
     body: bytes,
     now: float,
+    workspace_id: str | None = None,
 ) -> Signed:
-    """The two header values that let node ``target`` serve this call for ``principal``."""
-    encoded = encode_principal(principal)
+    """The two header values that let node ``target`` serve this call for ``principal`` (or, with
+    no principal, the cluster's own call about ``workspace_id``)."""
+    encoded = NO_PRINCIPAL if principal is None else encode_principal(principal)
+    workspace = workspace_id if principal is None else principal.workspace_id
+    assert workspace is not None, "a call without a principal names its workspace"
     timestamp = int(now)
     mac = _mac(
         secret,
         method=method,
         path=path,
         timestamp=timestamp,
-        workspace_id=principal.workspace_id,
+        workspace_id=workspace,
         target=target,
         principal=encoded,
         digest=body_digest(body),
@@ -140,6 +148,69 @@ def verify(
     window: float = WINDOW_S,
 ) -> Principal:
     """The principal a request from another node speaks for, or :class:`SignatureInvalid`."""
+    if principal_header == NO_PRINCIPAL:
+        raise SignatureInvalid("this endpoint serves calls made for a client only")
+    principal = decode_principal(principal_header) if principal_header else None
+    _check(
+        secret,
+        method=method,
+        path=path,
+        principal_header=principal_header,
+        signature_header=signature_header,
+        workspace_id=principal.workspace_id if principal else "",
+        here=here,
+        body=body,
+        now=now,
+        window=window,
+    )
+    assert principal is not None
+    return principal
+
+
+def verify_cluster_call(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    principal_header: str | None,
+    signature_header: str | None,
+    workspace_id: str,
+    here: str,
+    body: bytes,
+    now: float,
+    window: float = WINDOW_S,
+) -> None:
+    """Raise :class:`SignatureInvalid` unless this is the cluster's own signed call about
+    ``workspace_id`` (one that speaks for no client)."""
+    if principal_header is not None and principal_header != NO_PRINCIPAL:
+        raise SignatureInvalid("this endpoint serves the cluster's own calls only")
+    _check(
+        secret,
+        method=method,
+        path=path,
+        principal_header=principal_header,
+        signature_header=signature_header,
+        workspace_id=workspace_id,
+        here=here,
+        body=body,
+        now=now,
+        window=window,
+    )
+
+
+def _check(
+    secret: str,
+    *,
+    method: str,
+    path: str,
+    principal_header: str | None,
+    signature_header: str | None,
+    workspace_id: str,
+    here: str,
+    body: bytes,
+    now: float,
+    window: float,
+) -> None:
     if not principal_header or not signature_header:
         raise SignatureInvalid("this endpoint serves the other nodes only: the call is not signed")
     timestamp, mac = _parse_signature(signature_header)
@@ -148,17 +219,15 @@ def verify(
             f"the cluster signature is stale ({abs(now - timestamp):.0f} s from this node's clock, "
             f"allowed {window:g} s); check the nodes' clocks"
         )
-    principal = decode_principal(principal_header)
     expected = _mac(
         secret,
         method=method,
         path=path,
         timestamp=timestamp,
-        workspace_id=principal.workspace_id,
+        workspace_id=workspace_id,
         target=here,
         principal=principal_header,
         digest=body_digest(body),
     )
     if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii", errors="replace")):
         raise SignatureInvalid("the cluster signature does not match (another secret, node, path or body)")
-    return principal

@@ -26,6 +26,7 @@ from gateway import logs
 from gateway.auth.tokens import parse_bearer
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.placement import Forward, Unavailable
+from gateway.cluster.router import unavailable
 from gateway.control.oauth import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
@@ -241,9 +242,7 @@ class McpProxy:
                 )
                 return
             if isinstance(where, Unavailable):
-                raise NodeUnavailable(
-                    f"this workspace cannot be served now: {where.reason}", retry_after=where.retry_after
-                )
+                raise unavailable(where)
         await self.serve_local(method, raw_headers, body, principal, receive, send)
 
     async def serve_local(

@@ -10,7 +10,7 @@ import pytest
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.store import ControlPlane
-from gateway.errors import NodeUnavailable
+from gateway.errors import BadRequest, NodeUnavailable, WorkspaceMoving
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +115,51 @@ async def test_no_live_node_means_503_not_a_placement(store: ControlPlane, clock
     where = await _router(store, "node-a", clock).route(workspace)
     assert isinstance(where, Unavailable) and "no live node" in where.reason
     assert store.placement(workspace) is None
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_workspace_being_moved_is_refused_everywhere_with_a_short_retry(
+    store: ControlPlane, clock: Clock
+) -> None:
+    for name in ("node-a", "node-c"):
+        store.register_node(name, f"http://{name}:8080", now=clock.now)
+    workspace = _workspace(store, "cy")
+    store.place_on(workspace, "node-c", now=clock.now, lease=LEASE)
+    a, c = _router(store, "node-a", clock), _router(store, "node-c", clock)
+    assert await c.route(workspace) == Local()
+    store.begin_move(workspace, "node-c", "node-a")
+    with pytest.raises(BadRequest, match="another move"):
+        store.begin_move(workspace, "node-c", "node-a")
+    for router in (a, c):
+        router.forget()
+        where = await router.route(workspace)
+        assert isinstance(where, Unavailable) and where.moving and where.retry_after == 1.0
+        with pytest.raises(WorkspaceMoving) as refused:
+            await router.require_local(workspace)
+        assert refused.value.headers() == {"Retry-After": "1"}
+    store.abort_move(workspace, "node-c")  # called off: served where it was
+    c.forget()
+    assert await c.route(workspace) == Local()
+    store.begin_move(workspace, "node-c", "node-a")
+    store.finish_move(workspace, "node-c", "node-a", now=clock.now, lease=LEASE)
+    a.forget()
+    c.forget()
+    assert await a.route(workspace) == Local()
+    assert await c.route(workspace) == Forward("node-a", "http://node-a:8080")
+    with pytest.raises(BadRequest, match="no longer under way"):
+        store.finish_move(workspace, "node-c", "node-a", now=clock.now, lease=LEASE)
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_node_holding_a_workspace_for_a_move_refuses_it_whatever_the_rows_say(
+    store: ControlPlane, clock: Clock
+) -> None:
+    store.register_node("node-c", "http://node-c:8080", now=clock.now)
+    workspace = _workspace(store, "cy")
+    c = _router(store, "node-c", clock)
+    assert await c.route(workspace) == Local()
+    c.hold(workspace)
+    with pytest.raises(WorkspaceMoving):
+        await c.require_local(workspace)
+    c.unhold(workspace)
+    assert await c.route(workspace) == Local()

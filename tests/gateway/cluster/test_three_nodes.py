@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -51,6 +52,7 @@ class Cluster:
             placement_lease="2",
             retry_after="1",
             engine_warm_spare="false",
+            engine_start_timeout="60",  # a loaded CI machine: a refusal here would test nothing
         )
         self.nodes[name] = node
         return node
@@ -236,6 +238,29 @@ async def test_the_internal_endpoint_refuses_anything_unsigned_or_stale(
         r = httpx.post(url, content=body, headers={**base, **extra}, timeout=30)
         assert r.status_code == 401, what
         assert r.json()["error"]["code"] == "cluster_signature_invalid", what
+    # the move endpoints too: nobody but the cluster may release, read or delete a workspace's folder
+    folder = f"/internal/v1/workspaces/{workspace}"
+    as_client = signing.sign(
+        SECRET, method="DELETE", path=folder, principal=who, target="node-c", body=b"", now=time.time()
+    )
+    for method, path, extra in (
+        ("DELETE", folder, {"Authorization": f"Bearer {tokens['cy@example.com']}"}),
+        ("DELETE", folder, {}),
+        ("POST", folder + "/release", {}),
+        ("GET", folder + "/files/log.md", {"Authorization": f"Bearer {tokens['cy@example.com']}"}),
+        (
+            "DELETE",
+            folder,
+            {
+                "x-almanac-cluster-principal": as_client.principal,
+                "x-almanac-cluster-signature": as_client.signature,
+            },
+        ),
+    ):
+        r = httpx.request(method, c.url + path, headers=extra, timeout=30)
+        assert r.status_code == 401, (method, path, extra.keys())
+        assert r.json()["error"]["code"] == "cluster_signature_invalid"
+    assert files_containing(c.data_dir / "workspaces" / workspace, "kiln fires at dawn")
     # the same request, signed right, is served: the refusals above were the signature's doing
     r = httpx.post(url, content=body, headers={**base, **signed(SECRET, time.time())}, timeout=30)
     assert r.status_code == 200, r.text
@@ -312,3 +337,62 @@ async def test_a_dead_node_s_workspace_is_503_everywhere_then_serves_again_with_
     for needle in acknowledged:
         assert files_containing(c.data_dir / "workspaces" / workspace, needle), needle
     assert not files_containing(c.data_dir, "written during the outage")
+
+
+async def _until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.05)
+    assert condition(), what
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_workspace_moved_from_c_to_a_under_a_stream_of_writes_loses_none(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    a, b, c = (cluster.nodes[n] for n in NAMES)
+    token = tokens["cy@example.com"]
+    workspace = cluster.workspace_id("cy@example.com")
+    assert cluster.node_of(workspace) == "node-c"
+    acknowledged: list[str] = []
+    refused = 0
+    moved = anyio.Event()
+
+    async def write_through_b() -> None:
+        nonlocal refused
+        i = 0
+        while not (moved.is_set() and len(acknowledged) >= before_move + 3):
+            try:
+                async with connect(b, token) as client:
+                    while not (moved.is_set() and len(acknowledged) >= before_move + 3):
+                        statement = f"streamed write {i} around the move"
+                        i += 1
+                        data(await client.call_tool("remember", {"statement": statement}))
+                        acknowledged.append(statement)
+            except Exception:  # refused while it moves (503), or its session ended: a new client
+                refused += 1
+                await anyio.sleep(0.05)
+
+    before_move = 0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write_through_b)
+        await _until(lambda: len(acknowledged) >= 3, timeout=60, what="writes before the move")
+        before_move = len(acknowledged)
+        a.cli_env["ALMANAC_CLUSTER_SECRET"] = SECRET
+        out = await anyio.to_thread.run_sync(
+            lambda: a.cli("workspace", "move", "default", "--owner", "cy@example.com", "--to", "node-a")
+        )
+        moved.set()
+    assert len(acknowledged) >= before_move + 3
+    assert cluster.node_of(workspace) == "node-a"
+    # every acknowledged write is on node A; node C's copy is gone, and B never had one
+    missing = [s for s in acknowledged if not files_containing(a.data_dir / "workspaces" / workspace, s)]
+    assert missing == [], (missing, out)
+    assert not (c.data_dir / "workspaces" / workspace).exists()
+    assert not (b.data_dir / "workspaces" / workspace).exists()
+    assert not any(p.name == workspace for p in c.engines())
+    # and served from there, through every node, with what was written before (the kiln, the crash)
+    for edge in (b, c):
+        async with connect(edge, token) as client:
+            found = await client.call_tool("get_context", {"query": "kiln fires at dawn"})
+            assert "dawn" in str(found.content)

@@ -1,0 +1,233 @@
+"""A node's side of moving a workspace to another node (issue 15 item 3); the steps are driven by
+``almanac workspace move`` (:mod:`gateway.cluster.mover`). Every endpoint here answers only the
+cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
+otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
+
+``POST …/release``   (the source) refuse the workspace here from now on, wait for the calls in
+                     flight, stop its engine, and answer the folder's manifest (path, size, SHA-256);
+``GET  …/files/P``   (the source) one file of the released folder;
+``POST …/pull``      (the target) fetch every file of a manifest from the source into a staging
+                     folder, check each one's size and SHA-256, then move the folder into place and
+                     answer the manifest of what is now on disk;
+``POST …/open``      (the target, after the flip) start the workspace's engine on the copy;
+``DELETE …``         (the source, after the target served it) delete the old copy — refused while
+                     the control plane still places the workspace here;
+``POST …/resume``    (the source, a move called off) serve the workspace here again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway import logs
+from gateway.cluster import manifest, signing
+from gateway.cluster.forward import ClusterLink
+from gateway.cluster.placement import Placement
+from gateway.edge.principals import off_loop
+from gateway.engines.supervisor import Supervisor
+from gateway.errors import AlreadyExists, BadRequest, ClusterSignatureInvalid, Forbidden, NotFound
+
+PREFIX = "/internal/v1/workspaces/{workspace_id}"
+#: How long a release waits for the calls in flight before stopping the engine anyway (seconds).
+DRAIN_TIMEOUT_S = 30.0
+
+
+def files_path(workspace_id: str, path: str) -> str:
+    return f"/internal/v1/workspaces/{workspace_id}/files/{path}"
+
+
+class MoveEndpoints:
+    def __init__(
+        self,
+        link: ClusterLink,
+        supervisor: Supervisor,
+        placement: Callable[[str], Placement | None],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.link, self.supervisor, self.placement, self.clock = link, supervisor, placement, clock
+        self.root = supervisor.config.data_dir / "workspaces"
+        self._log = logs.get()
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(PREFIX + "/release", self.release, methods=["POST"]),
+            Route(PREFIX + "/files/{path:path}", self.file, methods=["GET"]),
+            Route(PREFIX + "/pull", self.pull, methods=["POST"]),
+            Route(PREFIX + "/open", self.open, methods=["POST"]),
+            Route(PREFIX + "/resume", self.resume, methods=["POST"]),
+            Route(PREFIX, self.delete, methods=["DELETE"]),
+        ]
+
+    async def _verified(self, request: Request) -> tuple[str, bytes]:
+        workspace_id = str(request.path_params["workspace_id"])
+        body = await request.body()
+        try:
+            signing.verify_cluster_call(
+                self.link.secret,
+                method=request.method,
+                path=request.url.path,
+                principal_header=request.headers.get(signing.PRINCIPAL_HEADER.decode()),
+                signature_header=request.headers.get(signing.SIGNATURE_HEADER.decode()),
+                workspace_id=workspace_id,
+                here=self.link.here,
+                body=body,
+                now=self.clock(),
+            )
+        except signing.SignatureInvalid as exc:
+            logs.event(self._log, logging.WARNING, "cluster.signature_refused", reason=str(exc))
+            raise ClusterSignatureInvalid(str(exc)) from None
+        if not manifest.safe_relative(workspace_id) or "/" in workspace_id:
+            raise BadRequest(f"{workspace_id!r} is not a workspace id")
+        return workspace_id, body
+
+    def _folder(self, workspace_id: str) -> Path:
+        return self.root / workspace_id
+
+    async def release(self, request: Request) -> Response:
+        workspace_id, _ = await self._verified(request)
+        self.link.router.hold(workspace_id)  # new calls: 503 workspace_moving from now on
+        slot = self.supervisor.slot(workspace_id)
+        with anyio.move_on_after(DRAIN_TIMEOUT_S):
+            while slot.in_flight:
+                await anyio.sleep(0.02)
+        await self.supervisor.restart(workspace_id, reason="move")  # stopped: the folder is still
+        folder = self._folder(workspace_id)
+        found = await anyio.to_thread.run_sync(manifest.manifest, folder) if folder.is_dir() else ()
+        logs.event(self._log, logging.INFO, "move.released", workspace=workspace_id, files=len(found))
+        return JSONResponse({"manifest": manifest.to_json(found)})
+
+    async def file(self, request: Request) -> Response:
+        workspace_id, _ = await self._verified(request)
+        path = str(request.path_params["path"])
+        if not manifest.safe_relative(path):
+            raise BadRequest(f"{path!r} leaves the workspace's folder")
+        if workspace_id not in self.link.router.held:
+            raise Forbidden("release the workspace before copying its files (they may still change)")
+        target = self._folder(workspace_id) / path
+        if not target.is_file():
+            raise NotFound(f"no file {path!r} in workspace {workspace_id}")
+        return FileResponse(target, media_type="application/octet-stream")
+
+    async def pull(self, request: Request) -> Response:
+        workspace_id, body = await self._verified(request)
+        try:
+            order: dict[str, Any] = json.loads(body)
+            source, url = str(order["source"]), str(order["url"]).rstrip("/")
+            wanted = manifest.from_json(order["manifest"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadRequest(f"a pull needs source, url and manifest: {exc}") from None
+        folder = self._folder(workspace_id)
+        if folder.exists() and any(folder.iterdir()):
+            raise AlreadyExists(f"node {self.link.here!r} already has a folder for workspace {workspace_id}")
+        if self.placement_here(await off_loop(self.placement, workspace_id)):
+            raise BadRequest("this node already serves the workspace; nothing to pull")
+        staging = self.root / f".incoming-{workspace_id}"
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
+                for entry in wanted:
+                    await self._fetch(client, workspace_id, source, url, entry, staging)
+            await anyio.to_thread.run_sync(lambda: _settle(staging, folder))
+        finally:
+            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+        found = await anyio.to_thread.run_sync(manifest.manifest, folder) if folder.is_dir() else ()
+        logs.event(
+            self._log, logging.INFO, "move.pulled", workspace=workspace_id, source=source, files=len(found)
+        )
+        return JSONResponse({"manifest": manifest.to_json(found)})
+
+    def placement_here(self, placement: Placement | None) -> bool:
+        return placement is not None and placement.node == self.link.here and placement.moving_to is None
+
+    async def _fetch(
+        self,
+        client: httpx.AsyncClient,
+        workspace_id: str,
+        source: str,
+        url: str,
+        entry: manifest.Entry,
+        staging: Path,
+    ) -> None:
+        path = files_path(workspace_id, entry.path)
+        signed = signing.sign(
+            self.link.secret,
+            method="GET",
+            path=path,
+            principal=None,
+            workspace_id=workspace_id,
+            target=source,
+            body=b"",
+            now=self.clock(),
+        )
+        headers = {
+            signing.PRINCIPAL_HEADER.decode(): signed.principal,
+            signing.SIGNATURE_HEADER.decode(): signed.signature,
+        }
+        destination = staging / entry.path
+        await anyio.to_thread.run_sync(lambda: destination.parent.mkdir(parents=True, exist_ok=True))
+        async with client.stream("GET", url + quote(path), headers=headers) as response:
+            if response.status_code != 200:
+                raise BadRequest(f"node {source!r} did not give {entry.path!r} (HTTP {response.status_code})")
+            with destination.open("wb") as out:
+                async for chunk in response.aiter_bytes():
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        got = await anyio.to_thread.run_sync(manifest.digest, destination)
+        size = destination.stat().st_size
+        if (size, got) != (entry.size, entry.sha256):
+            raise BadRequest(
+                f"{entry.path!r} arrived damaged (size {size}, sha256 {got}); the move is called off"
+            )
+
+    async def open(self, request: Request) -> Response:
+        workspace_id, _ = await self._verified(request)
+        self.link.router.forget(workspace_id)
+        async with self.supervisor.lease(workspace_id):
+            pass  # started on the copy and healthy: this node serves it
+        return JSONResponse({"serving": workspace_id, "node": self.link.here})
+
+    async def resume(self, request: Request) -> Response:
+        workspace_id, _ = await self._verified(request)
+        self.link.router.unhold(workspace_id)
+        return JSONResponse({"serving": workspace_id, "node": self.link.here})
+
+    async def delete(self, request: Request) -> Response:
+        workspace_id, _ = await self._verified(request)
+        placement = await off_loop(self.placement, workspace_id)
+        if placement is None or placement.node == self.link.here:
+            raise Forbidden("the control plane still places this workspace here; its folder stays")
+        await self.supervisor.restart(workspace_id, reason="moved")
+        folder = self._folder(workspace_id)
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
+        self.link.router.unhold(workspace_id)
+        logs.event(self._log, logging.INFO, "move.deleted_old_copy", workspace=workspace_id)
+        return JSONResponse({"deleted": workspace_id, "node": self.link.here})
+
+
+def _settle(staging: Path, folder: Path) -> None:
+    """Move the checked copy into place (one rename) and make the rename durable."""
+    if folder.exists():
+        folder.rmdir()  # empty (checked before the pull)
+    staging.mkdir(parents=True, exist_ok=True)
+    os.replace(staging, folder)
+    fd = os.open(folder.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
