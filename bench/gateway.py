@@ -1,6 +1,7 @@
 """Gateway benchmarks (``perf:gateway``, ``perf:cold-start``, ``perf:memory``).
 
     python -m bench.gateway [--calls 200] [--workspaces 20] [--cold 5] [--out docs/benchmarks.md]
+    python -m bench.gateway --latency-only [--calls 200]      only item 1, printed (nothing written)
 
 In one run, against a real ``almanac serve`` (port 0) and real engines:
 
@@ -324,6 +325,45 @@ def seed_owners(data_dir: Path, count: int, prefix: str) -> dict[str, str]:
         store.close()
 
 
+async def three_ways(
+    root: Path, gw: Served, token: str, embedder_socket: Path, calls: int
+) -> dict[str, Latency]:
+    """Item 1: the same calls in-process, straight to an engine's socket and through the gateway."""
+    direct_sock, direct_dir = root / "direct.sock", root / "direct"
+    direct_dir.mkdir()
+    direct = subprocess.Popen(
+        [sys.executable, "-m", "engine", "--socket", str(direct_sock), "--dir", str(direct_dir),
+         "--embedder-socket", str(embedder_socket)],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_engine(direct_sock)
+        async with (
+            client_for(gw.url + "/mcp", token=token) as through,
+            client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
+            in_process(root / "in-process", embedder_socket) as local,
+        ):
+            ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
+            return await compare(ways, calls)
+    finally:
+        stop(direct)
+
+
+async def run_latency(calls: int) -> dict[str, str]:
+    """Only the three-way latency rows (a quick answer while tuning a transport)."""
+    root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
+    data_dir, log = root / "data", root / "gateway.log"
+    (latency_token,) = seed_owners(data_dir, 1, "latency")
+    embedder_socket = layout.runtime_dir(data_dir.resolve(), None) / "embedder.sock"
+    gw = serve(data_dir, log)
+    try:
+        wait_until(embedder_socket.exists, 60, "the embedder")
+        measured = await three_ways(root, gw, latency_token, embedder_socket, calls)
+    finally:
+        stop(gw.proc)
+    return latency_rows(measured["gateway"], measured["engine"], measured["local"])
+
+
 async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
     data_dir, log = root / "data", root / "gateway.log"
@@ -335,24 +375,7 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     gw = serve(data_dir, log)
     try:
         wait_until(embedder_socket.exists, 60, "the embedder")
-        direct_sock, direct_dir = root / "direct.sock", root / "direct"
-        direct_dir.mkdir()
-        direct = subprocess.Popen(
-            [sys.executable, "-m", "engine", "--socket", str(direct_sock), "--dir", str(direct_dir),
-             "--embedder-socket", str(embedder_socket)],
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_engine(direct_sock)
-            async with (
-                client_for(gw.url + "/mcp", token=latency_token) as through,
-                client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
-                in_process(root / "in-process", embedder_socket) as local,
-            ):
-                ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
-                measured = await compare(ways, calls)
-        finally:
-            stop(direct)
+        measured = await three_ways(root, gw, latency_token, embedder_socket, calls)
         via_gateway, straight, local_latency = measured["gateway"], measured["engine"], measured["local"]
         idle_with = await idle_engine_rss(root, embedder_socket)
         idle_without = await idle_engine_rss(root, None)
@@ -404,18 +427,18 @@ class Measured:
     local: Latency
 
 
-def report(m: Measured) -> dict[str, str]:
-    """The table rows (metric → value), in order."""
+def latency_rows(via_gateway: Latency, straight: Latency, local: Latency) -> dict[str, str]:
+    """The latency rows: each tool's p50/p95 three ways and the two overheads."""
 
     def pq(samples: list[float]) -> str:
         return f"{statistics.median(samples):.2f} / {percentile(samples, 0.95):.2f}"
 
     rows: dict[str, str] = {}
     for name, attr in (("remember", "remember"), ("get_context", "context")):
-        gw_s, eng_s, local_s = (getattr(x, attr) for x in (m.via_gateway, m.straight, m.local))
+        gw_s, eng_s, local_s = (getattr(x, attr) for x in (via_gateway, straight, local))
         note = ""
-        if attr == "context" and m.via_gateway.context_error:
-            note = f" (tool error: {m.via_gateway.context_error})"
+        if attr == "context" and via_gateway.context_error:
+            note = f" (tool error: {via_gateway.context_error})"
         rows[f"`{name}` p50 / p95 in-process, no transport (ms)"] = pq(local_s)
         rows[f"`{name}` p50 / p95 straight to the engine socket (ms)"] = pq(eng_s)
         rows[f"`{name}` p50 / p95 through the gateway (ms)"] = pq(gw_s) + note
@@ -423,6 +446,12 @@ def report(m: Measured) -> dict[str, str]:
         rows[f"`{name}` engine socket overhead at p50 (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
         overhead = statistics.median(gw_s) - statistics.median(eng_s)
         rows[f"`{name}` gateway overhead at p50 (ms; target ≤ 3)"] = f"{overhead:.2f}"
+    return rows
+
+
+def report(m: Measured) -> dict[str, str]:
+    """The table rows (metric → value), in order."""
+    rows = latency_rows(m.via_gateway, m.straight, m.local)
     rows[f"cold start of a sleeping workspace, p50 / max of {len(m.cold_ms)} (ms; target ≤ 1000)"] = (
         f"{statistics.median(m.cold_ms):.0f} / {max(m.cold_ms):.0f}"
     )
@@ -491,7 +520,13 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="Markdown file to update"
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the three-way latency rows, printed (not written)"
+    )
     args = parser.parse_args(argv)
+    if args.latency_only:
+        print(table(anyio.run(run_latency, args.calls), args.calls))
+        return 0
     rows = anyio.run(run, args.calls, args.workspaces, args.cold)
     section = table(rows, args.calls)
     print(section)

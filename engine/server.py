@@ -35,12 +35,13 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import anyio
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -59,6 +60,7 @@ from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
+from engine.surface.replies import Replies
 from engine.tools import build_server
 from engine.transfer import archive, markdown
 
@@ -207,10 +209,21 @@ SOCKET_SECURITY = TransportSecuritySettings(
 
 def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """MCP at ``/mcp``, plus ``/healthz`` and the owner's ``/admin`` routes (the gateway forwards
-    only ``/mcp`` from clients; it calls the others itself)."""
-    app = mcp.streamable_http_app(transport_security=SOCKET_SECURITY)
-    app.router.routes[:0] = [Route("/healthz", healthz, methods=["GET"]), *admin_routes]
-    return app
+    only ``/mcp`` from clients; it calls the others itself).
+
+    Two SDK session managers serve ``/mcp``: the streaming one (sessions, SSE, notifications) and
+    one in JSON mode for requests that can receive no notification (``engine.surface.replies``)."""
+    server = mcp._lowlevel_server
+    streaming = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY)
+    single = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY, json_response=True)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with streaming.run(), single.run():
+            yield
+
+    routes = [Route("/healthz", healthz, methods=["GET"]), *admin_routes]
+    return Starlette(routes=[*routes, Route("/mcp", Replies(streaming, single))], lifespan=lifespan)
 
 
 class _Server(uvicorn.Server):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, get_args
 
 import anyio
+from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -61,6 +62,8 @@ class LogLevels:
 async def log(levels: LogLevels, ctx: Context[Any, Any], level: LoggingLevel, message: str) -> None:
     """Send one log notification to the caller, if its connection (or request) asked for that level."""
     request = ctx.request_context
+    if level not in allowed_log_levels(request.protocol_version, request.meta):
+        return  # a 2026-07-28 request that did not ask for this level: the SDK would drop it anyway
     modern = request.protocol_version in MODERN_PROTOCOL_VERSIONS
     if not modern and not levels.wants(connection_key(ctx.headers), level):
         return

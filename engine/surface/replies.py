@@ -1,0 +1,118 @@
+"""How ``/mcp`` on the engine's socket answers: one JSON body when nothing can stream.
+
+The SDK answers a 2026-07-28 request in one of two ways. In SSE mode it runs the handler as a
+separate task beside a disconnect watcher and a memory stream, and commits to ``text/event-stream``
+as soon as the handler sends a notification; in JSON mode it awaits the handler and writes one
+``application/json`` body. A request that asks for no progress (no ``progressToken`` in its
+``_meta``) and no log notifications (no log level in its ``_meta``) and is not a
+``subscriptions/listen`` can receive no notification on this wire, so SSE mode would answer it with
+the same JSON body, only later (the task group, stream and cancel cost more than the rest of the
+transport). Such a request goes to a session manager in JSON mode; everything else — 2025-era
+sessions, GET streams, requests that asked for progress or logs, bodies this module cannot read
+cheaply — goes to the streaming one, unchanged (``docs/wire.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp_types import LOG_LEVEL_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Requests whose reply is a stream of notifications by definition.
+STREAMING_METHODS = frozenset({"subscriptions/listen"})
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def peekable(scope: Scope, limit: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> bool:
+    """A 2026-07-28 POST with a declared body small enough to read before choosing."""
+    if scope.get("method") != "POST":
+        return False
+    version = header(scope, b"mcp-protocol-version")
+    if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return False  # a 2025-era session (or its opening request): the streaming manager owns it
+    length = header(scope, b"content-length")
+    return length is not None and length.isdigit() and int(length) <= limit
+
+
+def answers_at_once(body: bytes) -> bool:
+    """Whether the request in ``body`` can receive no notification, so one JSON reply says it all.
+
+    Anything this cannot tell (not JSON, not one request, odd ``_meta``) is False: the streaming
+    manager then answers exactly as before, errors included."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("method"), str):
+        return False
+    if message["method"] in STREAMING_METHODS:
+        return False
+    params = message.get("params", {})
+    if params is None:
+        return True
+    if not isinstance(params, Mapping):
+        return False
+    meta = params.get("_meta", {})
+    if meta is None:
+        return True
+    if not isinstance(meta, Mapping):
+        return False
+    return "progressToken" not in meta and LOG_LEVEL_META_KEY not in meta
+
+
+async def read_body(receive: Receive) -> tuple[bytes, Message | None]:
+    """The whole request body, or what arrived before the client left (and that message)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunks.append(bytes(message.get("body", b"")))
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def replay(body: bytes, last: Message | None, receive: Receive) -> Receive:
+    """A ``receive`` that hands over ``body`` again, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": last is not None}]
+    if last is not None:
+        pending.append(last)
+
+    async def again() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return again
+
+
+class Replies:
+    """The ASGI endpoint for ``/mcp``: JSON mode when nothing can stream, SSE mode otherwise."""
+
+    def __init__(self, streaming: StreamableHTTPSessionManager, single: StreamableHTTPSessionManager) -> None:
+        self.streaming = streaming
+        self.single = single
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not peekable(scope):
+            await self.streaming.handle_request(scope, receive, send)
+            return
+        body, last = await read_body(receive)
+        manager = self.single if last is None and answers_at_once(body) else self.streaming
+        await manager.handle_request(scope, replay(body, last, receive), send)
