@@ -46,6 +46,7 @@ from gateway.control.store import ControlPlane
 from gateway.engines.procs import rss_bytes
 
 HEADING = "## Gateway (`bench/gateway.py`)"
+SHARED = ("embedder", "spare")  # the gateway's children that serve no one workspace
 ALMANAC = str(Path(sys.executable).parent / "almanac")
 MB = 1024 * 1024
 
@@ -188,6 +189,15 @@ class Latency:
     remember: list[float]
     context: list[float]
     context_error: str | None
+    #: CPU milliseconds per call of each tool, where the bench could count them (see :func:`compare`).
+    remember_cpu: float | None = None
+    context_cpu: float | None = None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 #: One way of calling a tool: ``(tool, arguments) → error text or None``.
@@ -237,33 +247,53 @@ async def in_process(root: Path, embedder_socket: Path) -> AsyncIterator[Call]:
         workspace.close()
 
 
-async def compare(calls_by_way: dict[str, Call], calls: int) -> dict[str, Latency]:
+def _call_of(tool: str, way: str, i: int) -> tuple[str, dict[str, Any]]:
+    if tool == "remember":
+        return "remember", {"statement": f"{way} note {i}: the fjord deploy is blue"}
+    return "get_context", {"query": f"fjord deploy {i % 7}"}
+
+
+async def compare(
+    calls_by_way: dict[str, Call], calls: int, cpu: dict[str, Callable[[], float]] | None = None
+) -> dict[str, Latency]:
     """Time the same calls each way, interleaved (so background work such as embedding weighs on
-    all alike), after a warm-up."""
-    samples: dict[str, dict[str, list[float]]] = {
-        name: {"remember": [], "context": []} for name in calls_by_way
-    }
+    all alike), after a warm-up.
+
+    ``cpu`` (optional, per way) reads a CPU-seconds counter of the processes that serve only that
+    way; read before and after each tool's timed calls, it gives CPU per call, which a busy host
+    inflates far less than wall time. A way without one is counted by ``time.process_time()``
+    around each of its calls (the in-process way: the work runs in this process)."""
+    samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in calls_by_way}
+    used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in calls_by_way}
     errors: dict[str, str] = {}
-    for i in range(-5, calls):
-        for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
-            began = time.perf_counter()
-            error = await call("remember", {"statement": f"{name} note {i}: the fjord deploy is blue"})
-            elapsed = (time.perf_counter() - began) * 1000
-            if error is not None:
-                raise RuntimeError(f"remember failed: {error}")
-            if i >= 0:
-                samples[name]["remember"].append(elapsed)
-    for i in range(-5, calls):
-        for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
-            began = time.perf_counter()
-            error = await call("get_context", {"query": f"fjord deploy {i % 7}"})
-            elapsed = (time.perf_counter() - began) * 1000
-            if error is not None:
-                errors.setdefault(name, error)
-            if i >= 0:
-                samples[name]["context"].append(elapsed)
+    counters = cpu or {}
+    for tool in ("remember", "context"):
+        started: dict[str, float] = {}
+        for i in range(-5, calls):
+            if i == 0:
+                started = {name: read() for name, read in counters.items()}
+            for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
+                began, began_cpu = time.perf_counter(), time.process_time()
+                error = await call(*_call_of(tool, name, i))
+                elapsed = (time.perf_counter() - began) * 1000
+                if error is not None and tool == "remember":
+                    raise RuntimeError(f"remember failed: {error}")
+                if error is not None:
+                    errors.setdefault(name, error)
+                if i >= 0:
+                    samples[name][tool].append(elapsed)
+                    used[name][tool] += time.process_time() - began_cpu
+        for name, before in started.items():
+            used[name][tool] = counters[name]() - before
+    per_call = {name: {t: v * 1000 / max(1, calls) for t, v in found.items()} for name, found in used.items()}
     return {
-        name: Latency(found["remember"], found["context"], errors.get(name))
+        name: Latency(
+            found["remember"],
+            found["context"],
+            errors.get(name),
+            per_call[name]["remember"],
+            per_call[name]["context"],
+        )
         for name, found in samples.items()
     }
 
@@ -344,7 +374,13 @@ async def three_ways(
             in_process(root / "in-process", embedder_socket) as local,
         ):
             ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
-            return await compare(ways, calls)
+
+            def gateway_cpu() -> float:  # the gateway and the engine it runs for this workspace
+                engines = [pid for role, pid in engine_children(gw.proc.pid).items() if role not in SHARED]
+                return cpu_seconds(gw.proc.pid) + sum(cpu_seconds(pid) for pid in engines)
+
+            counters = {"engine": lambda: cpu_seconds(direct.pid), "gateway": gateway_cpu}
+            return await compare(ways, calls, counters)
     finally:
         stop(direct)
 
@@ -446,6 +482,10 @@ def latency_rows(via_gateway: Latency, straight: Latency, local: Latency) -> dic
         rows[f"`{name}` engine socket overhead at p50 (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
         overhead = statistics.median(gw_s) - statistics.median(eng_s)
         rows[f"`{name}` gateway overhead at p50 (ms; target ≤ 3)"] = f"{overhead:.2f}"
+        cpus = [getattr(x, attr + "_cpu") for x in (local, straight, via_gateway)]
+        if all(c is not None for c in cpus):
+            label = f"`{name}` CPU per call: in-process / engine over its socket / gateway + its engine (ms)"
+            rows[label] = " / ".join(f"{c:.2f}" for c in cpus)
     return rows
 
 

@@ -39,7 +39,7 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
     text = out.read_text(encoding="utf-8")
     assert HEADING in text
     for row in ("in-process, no transport", "through the gateway", "straight to the engine socket",
-                "engine socket overhead", "gateway overhead", "cold start", "idle engine RSS",
+                "engine socket overhead", "gateway overhead", "CPU per call", "cold start", "idle engine RSS",
                 "running workspaces"):  # fmt: skip
         assert row in text, row
     assert HEADING in capsys.readouterr().out
