@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -194,10 +195,23 @@ class Latency:
     context_cpu: float | None = None
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used so far (Linux ``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+def cpu_seconds(pid: int, task: int | None = None) -> float:
+    """User + system CPU a process (or one of its threads) has used so far (Linux ``/proc``)."""
+    stat = Path(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat")
+    fields = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def background_cpu() -> float:
+    """CPU of this process's threads other than the main one (an in-process engine's indexer)."""
+    main, total = threading.main_thread().native_id, 0.0
+    for task in Path("/proc/self/task").iterdir():
+        if int(task.name) != main:
+            try:
+                total += cpu_seconds(os.getpid(), int(task.name))
+            except (OSError, ValueError):  # the thread ended meanwhile
+                continue
+    return total
 
 
 #: One way of calling a tool: ``(tool, arguments) → error text or None``.
@@ -261,19 +275,23 @@ async def compare(
 
     ``cpu`` (optional, per way) reads a CPU-seconds counter of the processes that serve only that
     way; read before and after each tool's timed calls, it gives CPU per call, which a busy host
-    inflates far less than wall time. A way without one is counted by ``time.process_time()``
-    around each of its calls (the in-process way: the work runs in this process)."""
+    inflates far less than wall time. The one way without a counter (the in-process one) is
+    counted by the main thread's CPU around each of its calls plus everything this process's other
+    threads (its indexer) used meanwhile."""
     samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in calls_by_way}
     used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in calls_by_way}
     errors: dict[str, str] = {}
-    counters = cpu or {}
+    counters = dict(cpu or {})
+    local = [name for name in calls_by_way if name not in counters]
+    if len(local) == 1:
+        counters[local[0]] = background_cpu  # plus its main-thread time, added call by call below
     for tool in ("remember", "context"):
         started: dict[str, float] = {}
         for i in range(-5, calls):
             if i == 0:
                 started = {name: read() for name, read in counters.items()}
             for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
-                began, began_cpu = time.perf_counter(), time.process_time()
+                began, began_cpu = time.perf_counter(), time.thread_time()
                 error = await call(*_call_of(tool, name, i))
                 elapsed = (time.perf_counter() - began) * 1000
                 if error is not None and tool == "remember":
@@ -282,9 +300,9 @@ async def compare(
                     errors.setdefault(name, error)
                 if i >= 0:
                     samples[name][tool].append(elapsed)
-                    used[name][tool] += time.process_time() - began_cpu
+                    used[name][tool] += time.thread_time() - began_cpu if name in local else 0.0
         for name, before in started.items():
-            used[name][tool] = counters[name]() - before
+            used[name][tool] += counters[name]() - before
     per_call = {name: {t: v * 1000 / max(1, calls) for t, v in found.items()} for name, found in used.items()}
     return {
         name: Latency(
