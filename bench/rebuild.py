@@ -49,8 +49,32 @@ def imports_only() -> float:
     return time.perf_counter() - started
 
 
-def render(shape: str, total: float, fixed: float) -> str:
+def footprint(root: Path) -> dict[str, int]:
+    """Bytes on disk of a workspace folder, by part: the Markdown store (everything but the index
+    and the embedding cache), the index, the embedding cache."""
+    parts = {"store": 0, "index": 0, "cache": 0}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            top = path.relative_to(root).parts[0]
+            part = "index" if top == INDEX_DIR else "cache" if top == CACHE_DIR else "store"
+            parts[part] += path.stat().st_size
+    return parts
+
+
+def render(shape: str, total: float, fixed: float, disk: dict[str, int] | None = None) -> str:
     met = "yes" if total <= TARGET_S else "no"
+    rows = (
+        "".join(
+            f"| disk: {label} (MB) | {disk[part] / 1e6:.3f} | |\n"
+            for part, label in (
+                ("store", "the Markdown store"),
+                ("index", "the index"),
+                ("cache", "the embedding cache"),
+            )
+        )
+        if disk
+        else ""
+    )
     load = os.getloadavg()[0]
     return (
         "## Index rebuild (bench/rebuild.py)\n\n"
@@ -59,7 +83,8 @@ def render(shape: str, total: float, fixed: float) -> str:
         "which the rebuild keeps. Target (SPEC §13, `perf:rebuild`): ≤ 10 s.\n\n"
         "| measure | seconds | met? |\n|---|---|---|\n"
         f"| `python -m engine --reindex`, whole process | {total:.2f} | {met} |\n"
-        f"| … of which starting Python and importing the engine | {fixed:.2f} | |\n\n"
+        f"| … of which starting Python and importing the engine | {fixed:.2f} | |\n"
+        f"{rows}\n"
         f"Load average during the run: {load:.1f} on {os.cpu_count()} cores.\n\n"
     )
 
@@ -96,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         total = reindex(root)
         assert (root / INDEX_DIR).exists()
+        disk = footprint(root)
         fixed = imports_only()
-    section = render(shape, total, fixed)
+    section = render(shape, total, fixed, disk)
     print(section)
     if args.write_docs:
         write_docs(section)

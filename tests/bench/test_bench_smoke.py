@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -126,6 +127,9 @@ def test_rebuild_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert rebuild.main(["--notes", "3", "--chars", "2000", "--facts", "5", "--write-docs"]) == 0
     text = docs.read_text(encoding="utf-8")
     assert "## Gateway\nkept" in text and "--reindex`, whole process" in text
+    sizes = {m[0]: float(m[1]) for m in re.findall(r"\| disk: (.+?) \(MB\) \| ([\d.]+) \|", text)}
+    assert set(sizes) == {"the Markdown store", "the index", "the embedding cache"}
+    assert all(size > 0 for size in sizes.values())
 
 
 def test_control_plane_bench_runs_on_both_databases(tmp_path: Path, postgres: PostgresServer) -> None:
