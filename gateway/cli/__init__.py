@@ -11,6 +11,7 @@ from gateway.cli.audit import audit
 from gateway.cli.bench import bench
 from gateway.cli.engine import engine
 from gateway.cli.invite import invite
+from gateway.cli.node import node
 from gateway.cli.owner import owner
 from gateway.cli.serve import serve
 from gateway.cli.token import token
@@ -21,6 +22,7 @@ COMMANDS: tuple[click.Command, ...] = (
     serve,
     owner,
     workspace,
+    node,
     token,
     invite,
     audit,

@@ -45,14 +45,15 @@ def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
 
 class NodeQueries:
     def register_node(self: _Plane, name: str, advertise_url: str, *, now: float) -> Node:
-        """Add a node, or bring a known one back (new URL, heartbeat now, no longer draining)."""
+        """Add a node, or bring a known one back (new URL, heartbeat now). A node marked draining
+        stays draining across its restarts: only ``set_draining`` changes that."""
         name, advertise_url = validate_node(name, advertise_url)
         with self._db.transaction():
             self._db.execute(
                 "INSERT INTO nodes (name, advertise_url, started_at, heartbeat_at, draining) "
                 "VALUES (?, ?, ?, ?, 0) ON CONFLICT (name) DO UPDATE SET "
                 "advertise_url = excluded.advertise_url, started_at = excluded.started_at, "
-                "heartbeat_at = excluded.heartbeat_at, draining = 0",
+                "heartbeat_at = excluded.heartbeat_at",
                 (name, advertise_url, iso(now), iso(now)),
             )
             row = self._db.execute(_NODES + " WHERE n.name = ?", (name,)).fetchone()

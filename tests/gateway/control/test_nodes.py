@@ -40,13 +40,15 @@ def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
         ("node-a", NOW + 5, False),
         ("node-b", NOW, True),
     ]
-    # registering again (a restart) brings it back, not draining, at its new address
+    # registering again (a restart) brings it back at its new address, still draining
     again = store.register_node("node-b", "https://b.example.com", now=NOW + 9)
     assert (again.advertise_url, again.draining, again.heartbeat_at) == (
         "https://b.example.com",
-        False,
+        True,
         NOW + 9,
     )
+    store.set_draining("node-b", False)
+    assert not store.register_node("node-b", "https://b.example.com", now=NOW + 10).draining
     with pytest.raises(BadRequest, match="node name"):
         store.register_node("Node A", "http://x", now=NOW)
     with pytest.raises(BadRequest, match="advertise URL"):
