@@ -2,6 +2,8 @@
 
     python -m bench.gateway [--calls 200] [--workspaces 20] [--cold 5] [--out docs/benchmarks.md]
     python -m bench.gateway --latency-only [--calls 200]      only item 1, printed (nothing written)
+    python -m bench.gateway --engine-cpu [--calls 200]        only the engine's CPU per call over its
+                                                              socket (embedding off), printed
 
 In one run, against a real ``almanac serve`` (port 0) and real engines:
 
@@ -418,6 +420,38 @@ async def run_latency(calls: int) -> dict[str, str]:
     return latency_rows(measured["gateway"], measured["engine"], measured["local"])
 
 
+async def run_engine_cpu(calls: int) -> dict[str, str]:
+    """CPU per call of one engine over its socket, embedding off (so no background work): its
+    event-loop thread (transport, SDK, dispatch) and the whole process, for each tool."""
+    root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
+    sock, workspace = root / "engine.sock", root / "ws"
+    workspace.mkdir()
+    argv = [sys.executable, "-m", "engine", "--socket", str(sock), "--dir", str(workspace)]
+    proc = subprocess.Popen([*argv, "--embedding-provider", "off"], stderr=subprocess.DEVNULL)
+    rows: dict[str, str] = {}
+    try:
+        wait_engine(sock)
+        async with client_for("http://localhost/mcp", uds=str(sock)) as client:
+            call = over_mcp(client)
+            for i in range(30):
+                await call(*_call_of("remember", "warm", i))
+            for tool in ("remember", "context"):
+                loop_before, all_before = cpu_seconds(proc.pid, proc.pid), cpu_seconds(proc.pid)
+                for i in range(calls):
+                    error = await call(*_call_of(tool, "engine", i))
+                    if error is not None:
+                        raise RuntimeError(f"{tool} failed: {error}")
+                loop_ms = (cpu_seconds(proc.pid, proc.pid) - loop_before) * 1000 / calls
+                all_ms = (cpu_seconds(proc.pid) - all_before) * 1000 / calls
+                name = "remember" if tool == "remember" else "get_context"
+                rows[f"`{name}` engine CPU per call: event-loop thread / whole process (ms)"] = (
+                    f"{loop_ms:.2f} / {all_ms:.2f}"
+                )
+    finally:
+        stop(proc)
+    return rows
+
+
 async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
     data_dir, log = root / "data", root / "gateway.log"
@@ -581,7 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-only", action="store_true", help="only the three-way latency rows, printed (not written)"
     )
+    parser.add_argument(
+        "--engine-cpu", action="store_true", help="only one engine's CPU per call over its socket, printed"
+    )
     args = parser.parse_args(argv)
+    if args.engine_cpu:
+        print(table(anyio.run(run_engine_cpu, args.calls), args.calls))
+        return 0
     if args.latency_only:
         print(table(anyio.run(run_latency, args.calls), args.calls))
         return 0

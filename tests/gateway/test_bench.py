@@ -43,3 +43,14 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
                 "running workspaces"):  # fmt: skip
         assert row in text, row
     assert HEADING in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.req("perf:gateway")
+def test_the_engine_cpu_mode_prints_cpu_per_call(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--engine-cpu", "--calls", "3"]) == 0
+    out = capsys.readouterr().out
+    for tool in ("remember", "get_context"):
+        row = next(line for line in out.splitlines() if line.startswith(f"| `{tool}` engine CPU per call"))
+        loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
+        assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
