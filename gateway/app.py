@@ -26,10 +26,11 @@ from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, def
 from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
-from gateway.cluster.forward import INTERNAL_MCP_PATH, ClusterLink, Forwarder
+from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
 from gateway.cluster.internal import InternalMcp
 from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.moves import MoveEndpoints
+from gateway.cluster.rest import InternalRest, RestForwarding
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.oauth import TokenLifetimes, iso
 from gateway.control.store import ControlPlane, Principal
@@ -292,11 +293,29 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             oidc.OidcConfig(settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret)
         )
     internal: list[BaseRoute] = []
+    middleware = [Middleware(ForgetAfterChanges, cache=principals)]
+    rest_body_limit = max(settings.max_body_bytes, settings.import_max_bytes)
     if link is not None:
         internal = [
             Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
             *MoveEndpoints(link, parts.supervisor, parts.store.placement, clock=clock).routes(),
+            Route(
+                INTERNAL_REST_PREFIX + "/{rest:path}",
+                InternalRest(
+                    link, max_body_bytes=rest_body_limit, retry_after=settings.retry_after, clock=clock
+                ),
+                methods=None,
+            ),
         ]
+        middleware.append(
+            Middleware(
+                RestForwarding,
+                link=link,
+                proxy=proxy,
+                principal=rest.principal_of,
+                max_body_bytes=rest_body_limit,
+            )
+        )
     app = Starlette(
         routes=[
             Route("/mcp", proxy, methods=None),
@@ -318,7 +337,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={GatewayError: on_error, 404: on_error},
-        middleware=[Middleware(ForgetAfterChanges, cache=principals)],
+        middleware=middleware,
         lifespan=lifespan,
     )
     app.state.components = parts

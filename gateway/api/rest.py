@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.guard import guarded
+from gateway.cluster.forward import FORWARDED_PRINCIPAL
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import off_loop
@@ -126,7 +127,7 @@ class RestApi:
             )
         if self.store is not None:
             owner = OwnerApi(
-                principal=self._principal,
+                principal=self.principal_of,
                 engines=self.engines,
                 store=self.store,
                 audit=self.audit,
@@ -134,7 +135,7 @@ class RestApi:
             )
             found += owner.routes(PREFIX)
         transfer = TransferApi(
-            principal=self._principal,
+            principal=self.principal_of,
             engines=self.engines,
             max_import_bytes=self.max_import_bytes,
             audit=self.audit,
@@ -151,7 +152,7 @@ class RestApi:
     async def _admin(self, op: AdminOperation, request: Request) -> Response:
         """An admin operation: the same authentication and limits as a tool's, then the engine's
         ``/admin`` call (a change refused to a read-only connection before it reaches the engine)."""
-        principal = await self._principal(request)
+        principal = await self.principal_of(request)
         try:
             query = query_of(op, list(request.query_params.multi_items()))
         except ValueError as exc:
@@ -178,8 +179,12 @@ class RestApi:
             )
         return JSONResponse(result)
 
-    async def _principal(self, request: Request) -> Principal:
-        """Who the bearer token speaks for (as on ``/mcp``), within this connection's rate limit."""
+    async def principal_of(self, request: Request) -> Principal:
+        """Who the bearer token speaks for (as on ``/mcp``), within this connection's rate limit. A
+        call forwarded by another node (``run:scale-out``) was authenticated and limited there."""
+        forwarded = request.scope.get(FORWARDED_PRINCIPAL)
+        if isinstance(forwarded, Principal):
+            return forwarded
         raw = list(request.scope["headers"])
         host = hdr.get(raw, b"host")
         if not hdr.host_allowed(self.origin_policy, host):
@@ -194,7 +199,7 @@ class RestApi:
         return principal
 
     async def _call(self, op: Operation, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal_of(request)
         try:
             if op.arguments == "body":
                 arguments = arguments_from_body(op, await self._body(request))

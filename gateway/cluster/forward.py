@@ -23,6 +23,11 @@ from gateway.edge import headers as hdr
 
 #: The owner node's endpoint for forwarded MCP calls.
 INTERNAL_MCP_PATH = "/internal/v1/mcp"
+#: The owner node's endpoint for forwarded REST calls (``/api/v1/X`` goes to ``…/rest/api/v1/X``).
+INTERNAL_REST_PREFIX = "/internal/v1/rest"
+#: The ASGI scope key of a call the edge node authenticated: the principal it speaks for. Only
+#: server code sets scope keys; a client cannot.
+FORWARDED_PRINCIPAL = "almanac.forwarded_principal"
 
 
 def forwarded_headers(raw_headers: hdr.RawHeaders, signed: signing.Signed) -> hdr.RawHeaders:
@@ -48,12 +53,20 @@ class Forwarder:
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
 
     def request(
-        self, where: Forward, method: str, raw_headers: hdr.RawHeaders, body: bytes, principal: Principal
+        self,
+        where: Forward,
+        method: str,
+        raw_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        *,
+        path: str = INTERNAL_MCP_PATH,
     ) -> httpx.Request:
+        """A signed request to ``where`` (``path`` may carry a query string; it is signed with it)."""
         signed = signing.sign(
             self.secret,
             method=method,
-            path=INTERNAL_MCP_PATH,
+            path=path,
             principal=principal,
             target=where.node,
             body=body,
@@ -61,7 +74,7 @@ class Forwarder:
         )
         return self.client.build_request(
             method,
-            where.url + INTERNAL_MCP_PATH,
+            where.url + path,
             headers=forwarded_headers(raw_headers, signed),
             content=body or None,
         )

@@ -135,6 +135,15 @@ def move(
         )
     link = _Nodes(secret, clock)
     try:
+        if placement.moving_to is not None:  # an earlier move stopped half-way (its command died)
+            say(f"an earlier move of {workspace_id} to {placement.moving_to} did not finish; calling it off")
+            earlier = nodes.get(placement.moving_to)
+            store.abort_move(workspace_id, source.name)
+            with contextlib.suppress(MoveFailed):
+                link.call(source, "POST", workspace_id, "resume")
+            if earlier is not None:
+                with contextlib.suppress(MoveFailed):
+                    link.call(earlier, "DELETE", workspace_id, "")
         return _move(store, link, workspace_id, source, target, lease=lease, clock=clock, say=say)
     finally:
         link.close()
@@ -153,13 +162,14 @@ def _move(
 ) -> MoveReport:
     store.begin_move(workspace_id, source.name, target.name)
     say(f"draining workspace {workspace_id} on {source.name} (its calls get 503 + Retry-After meanwhile)")
-    flipped = False
+    flipped = copied = False
     try:
         released = manifest.from_json(link.call(source, "POST", workspace_id, "release")["manifest"])
         size = sum(e.size for e in released)
         say(f"copying {len(released)} files ({size} bytes) from {source.name} to {target.name}")
         order = {"source": source.name, "url": source.advertise_url, "manifest": manifest.to_json(released)}
         pulled = manifest.from_json(link.call(target, "POST", workspace_id, "pull", order)["manifest"])
+        copied = True
         problems = manifest.differences(released, pulled)
         if problems:
             raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
@@ -168,7 +178,7 @@ def _move(
         flipped = True
     except BaseException:
         if not flipped:
-            _call_off(store, link, workspace_id, source, target)
+            _call_off(store, link, workspace_id, source, target, copied=copied)
         raise
     _open(link, target, workspace_id, clock=clock)
     say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
@@ -193,8 +203,13 @@ def _open(link: _Nodes, target: Node, workspace_id: str, *, clock: Callable[[], 
             time.sleep(1.0)  # a busy node: its engine start timed out; ask again
 
 
-def _call_off(store: _Plane, link: _Nodes, workspace_id: str, source: Node, target: Node) -> None:
+def _call_off(
+    store: _Plane, link: _Nodes, workspace_id: str, source: Node, target: Node, *, copied: bool
+) -> None:
     """The move failed before the flip: the workspace stays on the source, served again."""
     store.abort_move(workspace_id, source.name)
     with contextlib.suppress(MoveFailed):  # else the source refuses it until restarted; files intact
         link.call(source, "POST", workspace_id, "resume")
+    if copied:  # the target's copy, settled but not placed there: not the workspace's data
+        with contextlib.suppress(MoveFailed):
+            link.call(target, "DELETE", workspace_id, "")

@@ -112,7 +112,7 @@ async def send_error(send: Send, exc: GatewayError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _refused_between_nodes(upstream: httpx.Response) -> None:
+def refused_between_nodes(upstream: httpx.Response) -> None:
     """A 401 from the owner node refuses the *nodes'* signature (the client was authenticated here):
     to the client that is a node it cannot use now, not a bad token."""
     if upstream.status_code == 401:
@@ -228,13 +228,13 @@ class McpProxy:
             where = await self.cluster.router.route(principal.workspace_id)
             if isinstance(where, Forward):
                 request = self.cluster.forwarder.request(where, method, raw_headers, body, principal)
-                await self._stream(
+                await self.stream(
                     self.cluster.forwarder.client,
                     request,
                     principal,
                     receive,
                     send,
-                    on_response=_refused_between_nodes,
+                    on_response=refused_between_nodes,
                     unreachable=lambda: NodeUnavailable(
                         f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
                         retry_after=self.retry_after,
@@ -269,7 +269,7 @@ class McpProxy:
             request = lease.client.build_request(
                 method, "/mcp", headers=upstream_headers, content=body or None
             )
-            await self._stream(
+            await self.stream(
                 lease.client,
                 request,
                 principal,
@@ -353,7 +353,7 @@ class McpProxy:
             self._touched[connection_id] = now
             await off_loop(self.store.touch, connection_id)
 
-    async def _stream(
+    async def stream(
         self,
         client: httpx.AsyncClient,
         request: httpx.Request,
@@ -363,6 +363,7 @@ class McpProxy:
         *,
         on_response: Callable[[httpx.Response], None],
         unreachable: Callable[[], GatewayError],
+        response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders] = hdr.downstream_response,
     ) -> None:
         """Send ``request`` upstream and stream its answer back; a client that goes away cancels it."""
         async with anyio.create_task_group() as tg:
@@ -375,7 +376,9 @@ class McpProxy:
             tg.start_soon(watch_disconnect)
             refused: GatewayError | None = None
             try:
-                await self._relay(client, request, principal, send, on_response, unreachable)
+                await self._relay(
+                    client, request, principal, send, on_response, unreachable, response_headers
+                )
             except GatewayError as exc:  # re-raised below, outside the task group, so not wrapped
                 refused = exc
             finally:
@@ -391,6 +394,7 @@ class McpProxy:
         send: Send,
         on_response: Callable[[httpx.Response], None],
         unreachable: Callable[[], GatewayError],
+        response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders],
     ) -> None:
         try:
             upstream = await client.send(request, stream=True)
@@ -410,7 +414,7 @@ class McpProxy:
                 {
                     "type": "http.response.start",
                     "status": upstream.status_code,
-                    "headers": hdr.downstream_response(upstream.headers.raw),
+                    "headers": response_headers(list(upstream.headers.raw)),
                 }
             )
             try:

@@ -268,25 +268,41 @@ async def test_the_internal_endpoint_refuses_anything_unsigned_or_stale(
 
 
 @pytest.mark.req("run:scale-out")
-async def test_the_rest_api_is_served_by_the_owner_node_only(
+async def test_the_rest_api_is_forwarded_to_the_owner_node_too(
     cluster: Cluster, tokens: dict[str, str]
 ) -> None:
-    """REST calls are not forwarded (yet): elsewhere they are refused, and no engine starts there."""
+    """/api/v1 through node B for a workspace on node C: authenticated on B, served on C (its query,
+    body and an export's download headers intact); B starts no engine and keeps no copy."""
     b, c = cluster.nodes["node-b"], cluster.nodes["node-c"]
     workspace = cluster.workspace_id("cy@example.com")
     auth = {"Authorization": f"Bearer {tokens['cy@example.com']}"}
-    refused = httpx.post(
-        b.url + "/api/v1/memories", json={"statement": "rest via b"}, headers=auth, timeout=30
+    stored = httpx.post(
+        b.url + "/api/v1/memories",
+        json={
+            "statement": "the glaze is fired at 1240 C",
+            "subject": "Glaze",
+            "predicate": "fired at",
+            "object": "1240 C",
+        },
+        headers=auth,
+        timeout=30,
     )
-    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
-    assert refused.json()["error"]["code"] == "node_unavailable"
-    assert "node-c" in refused.json()["error"]["message"]
+    assert stored.is_success, stored.text
+    assert stored.json()["source"] == "cy's agent"
+    assert files_containing(c.data_dir / "workspaces" / workspace, "1240 C")
+    found = httpx.get(b.url + "/api/v1/memories", params={"subject": "Glaze"}, headers=auth, timeout=30)
+    assert found.is_success, found.text
+    assert [f["object"] for f in found.json()["facts"]] == ["1240 C"]
+    export = httpx.get(b.url + "/api/v1/admin/export", headers=auth, timeout=60)
+    assert export.status_code == 200, export.text
+    assert "attachment" in export.headers["content-disposition"]
+    assert export.content.startswith(b"PK")
+    bad = httpx.post(
+        b.url + "/api/v1/memories", json={"statement": "x"}, headers={"Authorization": "Bearer nope"}
+    )
+    assert bad.status_code == 401
     assert not (b.data_dir / "workspaces" / workspace).exists()
-    served = httpx.post(
-        c.url + "/api/v1/memories", json={"statement": "rest via c"}, headers=auth, timeout=30
-    )
-    assert served.is_success, served.text
-    assert files_containing(c.data_dir / "workspaces" / workspace, "rest via c")
+    assert not any(p.name == workspace for p in b.engines())
 
 
 @pytest.mark.req("run:scale-out")
@@ -396,3 +412,35 @@ async def test_a_workspace_moved_from_c_to_a_under_a_stream_of_writes_loses_none
         async with connect(edge, token) as client:
             found = await client.call_tool("get_context", {"query": "kiln fires at dawn"})
             assert "dawn" in str(found.content)
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_move_stopped_half_way_refuses_calls_until_the_next_move_calls_it_off(
+    cluster: Cluster, tokens: dict[str, str]
+) -> None:
+    a, b, c = (cluster.nodes[n] for n in NAMES)
+    token = tokens["ada@example.com"]
+    workspace = cluster.workspace_id("ada@example.com")
+    assert cluster.node_of(workspace) == "node-a"
+    store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
+    try:
+        store.begin_move(workspace, "node-a", "node-b")  # as a `workspace move` that died right after
+    finally:
+        store.close()
+
+    def all_refused() -> bool:
+        return all(_call(edge, token).status_code == 503 for edge in (a, b, c))
+
+    wait_for(all_refused, timeout=10, what="every node to refuse the workspace being moved")
+    refused = _call(c, token)
+    assert refused.json()["error"]["code"] == "workspace_moving"
+    assert refused.headers["retry-after"] == "1"
+    b.cli_env["ALMANAC_CLUSTER_SECRET"] = SECRET
+    await anyio.to_thread.run_sync(
+        lambda: b.cli("workspace", "move", "default", "--owner", "ada@example.com", "--to", "node-b")
+    )
+    assert cluster.node_of(workspace) == "node-b"
+    assert not (a.data_dir / "workspaces" / workspace).exists()
+    async with connect(c, token) as client:
+        found = await client.call_tool("get_context", {"query": "first words of ada"})
+        assert "first words of ada@example.com" in str(found.content)

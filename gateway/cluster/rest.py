@@ -1,0 +1,191 @@
+"""The REST API (``/api/v1``) across nodes (issue 15, ``run:scale-out``), as :mod:`.internal` does
+for ``/mcp``.
+
+:class:`RestForwarding` (middleware, node mode): a ``/api/v1`` call is authenticated and
+rate-limited here, then served here when this node holds the workspace, refused with 503 when
+nobody can serve it now, or forwarded — streaming, signed, with the resolved principal, never the
+token — to the owner's ``/internal/v1/rest/api/v1/…``. :class:`InternalRest` (the owner's side)
+checks the signature (method, path *and query*, body), then runs the same ``/api/v1`` endpoint with
+the principal the edge resolved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.cluster import signing
+from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink
+from gateway.cluster.placement import Forward, Local, Unavailable
+from gateway.cluster.router import unavailable
+from gateway.control.store import Principal
+from gateway.edge import headers as hdr
+from gateway.edge.principals import App
+from gateway.edge.proxy import (
+    ClientGone,
+    McpProxy,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    refused_between_nodes,
+    send_error,
+)
+from gateway.errors import (
+    ClusterSignatureInvalid,
+    GatewayError,
+    NodeUnavailable,
+    NotFound,
+    PayloadTooLarge,
+)
+
+API_PREFIX = "/api/v1/"
+_NOT_FORWARDED = ("/api/v1/openapi.json",)
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"})
+
+
+def relayed_headers(raw: hdr.RawHeaders) -> hdr.RawHeaders:
+    """A REST answer keeps its headers (an export's Content-Disposition, say), less hop-by-hop ones."""
+    return [(k.lower(), v) for k, v in raw if k.lower() not in _HOP_BY_HOP]
+
+
+def _query(scope: Scope) -> str:
+    raw = bytes(scope.get("query_string", b""))
+    return "?" + raw.decode("latin-1") if raw else ""
+
+
+async def read_all(receive: Receive, limit: int) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class RestForwarding:
+    def __init__(
+        self,
+        app: App,
+        *,
+        link: ClusterLink,
+        proxy: McpProxy,
+        principal: Any,  # RestApi._principal: (Request) -> Awaitable[Principal]
+        max_body_bytes: int,
+    ) -> None:
+        self.app, self.link, self.proxy, self.principal_of = app, link, proxy, principal
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if (
+            scope["type"] != "http"
+            or not path.startswith(API_PREFIX)
+            or path in _NOT_FORWARDED
+            or FORWARDED_PRINCIPAL in scope
+        ):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal: Principal = await self.principal_of(Request(scope))
+            where = await self.link.router.route(principal.workspace_id)
+            if isinstance(where, Unavailable):
+                raise unavailable(where)
+            if isinstance(where, Forward):
+                await self._forward(where, principal, scope, receive, send)
+                return
+        except ClientGone:
+            return
+        except GatewayError as exc:
+            await send_error(send, exc)
+            return
+        assert isinstance(where, Local)
+        await self.app({**scope, FORWARDED_PRINCIPAL: principal}, receive, send)  # authenticated once
+
+    async def _forward(
+        self, where: Forward, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        method, raw_headers = str(scope["method"]), list(scope["headers"])
+        body = await read_all(receive, self.max_body_bytes)
+        target = INTERNAL_REST_PREFIX + str(scope["path"]) + _query(scope)
+        request = self.link.forwarder.request(where, method, raw_headers, body, principal, path=target)
+        await self.proxy.stream(
+            self.link.forwarder.client,
+            request,
+            principal,
+            receive,
+            send,
+            on_response=refused_between_nodes,
+            unreachable=lambda: NodeUnavailable(
+                f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
+                retry_after=self.proxy.retry_after,
+            ),
+            response_headers=relayed_headers,
+        )
+
+
+class InternalRest:
+    """``/internal/v1/rest/api/v1/…``: a signed REST call from another node, served here."""
+
+    def __init__(self, link: ClusterLink, *, max_body_bytes: int, retry_after: float, clock: Any) -> None:
+        self.link, self.max_body_bytes, self.retry_after, self.clock = (
+            link,
+            max_body_bytes,
+            retry_after,
+            clock,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._handle(scope, receive, send)
+        except ClientGone:
+            return
+        except GatewayError as exc:
+            await send_error(send, exc)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_all(receive, self.max_body_bytes)
+        raw_headers = list(scope["headers"])
+        try:
+            principal = signing.verify(
+                self.link.secret,
+                method=str(scope["method"]),
+                path=str(scope["path"]) + _query(scope),
+                principal_header=hdr.get(raw_headers, signing.PRINCIPAL_HEADER),
+                signature_header=hdr.get(raw_headers, signing.SIGNATURE_HEADER),
+                here=self.link.here,
+                body=body,
+                now=self.clock(),
+            )
+        except signing.SignatureInvalid as exc:
+            raise ClusterSignatureInvalid(str(exc)) from None
+        inner = str(scope["path"])[len(INTERNAL_REST_PREFIX) :]
+        if not inner.startswith(API_PREFIX):
+            raise NotFound(f"nothing at {scope['path']}")
+        where = await self.link.router.route(principal.workspace_id)
+        if isinstance(where, Unavailable):
+            raise unavailable(where)
+        if not isinstance(where, Local):
+            self.link.router.forget(principal.workspace_id)
+            raise NodeUnavailable(
+                f"node {self.link.here!r} does not hold this workspace now; try again",
+                retry_after=self.retry_after,
+            )
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        inner_scope = {**scope, "path": inner, "raw_path": inner.encode(), FORWARDED_PRINCIPAL: principal}
+        await scope["app"](inner_scope, replay, send)
