@@ -33,9 +33,17 @@ _TIME_WORDS: Final = frozenset(
         "afternoon", "night", "week", "weekend", "month", "year", "day", "days", "weeks", "months",
     )
 )  # fmt: skip
+#: Words that open an address or an exclamation ("Hey Priya!", "Thanks, Priya."): never names.
+_INTERJECTIONS: Final = frozenset(
+    (
+        "hey", "hi", "hello", "thanks", "thank", "congrats", "congratulations", "dear", "bye",
+        "goodbye", "welcome", "sorry", "yes", "yeah", "yep", "no", "nope", "wow", "oh", "ah",
+        "aw", "aww", "ok", "okay", "haha", "lol", "cheers", "hmm", "well", "sure", "great",
+    )
+)  # fmt: skip
 _NOT_NAMES: Final = (
     STOP_WORDS | frozenset(MONTHS) | frozenset(_MONTH_ABBR) | frozenset(WEEKDAYS) | _TIME_WORDS
-    | frozenset(["i", "i'm", "i've", "i'll", "i'd", "im", "ive", "ok", "okay", "yes", "yeah", "oh"])
+    | frozenset(["i", "i'm", "i've", "i'll", "i'd", "im", "ive"]) | _INTERJECTIONS
 )  # fmt: skip
 _CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w]*(?:['’][a-z]+)?)")
 MAX_NAMES = 12
@@ -74,10 +82,30 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(out.values())
 
 
+#: A name set off as an address: after the start, a comma or an interjection, and before , ! ? . or the end.
+_BEFORE_ADDRESS = re.compile(r"(?:^|[,;.!?]\s*|\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+)$", re.I)
+_AFTER_ADDRESS = re.compile(r"^['’]?\s*(?:[,!?.;]|$)")
+
+
+def addressed(text: str, start: int, end: int) -> bool:
+    """Whether the name at ``text[start:end]`` is the person spoken *to* ("Thanks, Priya!",
+    "Priya, look", "Hey Priya.") rather than the one speaking or spoken about."""
+    before = text[max(start - 40, 0) : start]
+    return bool(_AFTER_ADDRESS.match(text[end : end + 3])) and bool(_BEFORE_ADDRESS.search(before))
+
+
 def subject(text: str) -> str:
-    """The first name ``text`` mentions ("" when none): who a memory is by or about."""
-    found = names(text[:200])
-    return found[0] if found else ""
+    """The first name ``text`` mentions that is not the person it addresses ("" when none): who a
+    memory is by or about."""
+    head = text[:200]
+    for match in _CAPITALISED.finditer(head):
+        word = re.sub(r"['’]s$", "", match.group(1))
+        key = word.casefold()
+        if len(key) < 2 or key in _NOT_NAMES or key.isdigit():
+            continue
+        if not addressed(head, match.start(), match.start() + len(word)):
+            return word
+    return ""
 
 
 def _month(word: str) -> int:

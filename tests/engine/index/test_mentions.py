@@ -29,9 +29,28 @@ def test_the_subject_is_the_first_name_wherever_the_layout_puts_it(text: str) ->
 
 
 def test_greetings_and_words_of_time_are_not_the_subject_of_an_address() -> None:
-    assert subject("Hey Priya, how was Tuesday?") == "Hey"  # the addressee is not the subject
+    assert subject("Hey Priya, how was Tuesday?") == ""  # the addressee is not the subject
     assert "Tuesday" not in names("See you Tuesday, Priya") and "I" not in names("I think I'm fine")
-    assert names("Thanks Priya! Priya's tart was great") == ("Thanks", "Priya")
+    assert names("Thanks Priya! Priya's tart was great") == ("Priya",)  # greetings are not names
+
+
+@pytest.mark.req("quality:layouts")
+@pytest.mark.parametrize(
+    ("text", "who"),
+    [
+        ("Thanks, Priya! I finally finished the tart.", ""),
+        ("I totally agree, Priya; the tart was great.", ""),
+        ("Priya, that tart looks amazing!", ""),
+        ("Hey Priya. Tomás baked the bread.", "Tomás"),
+        ("It was great to see you, Priya.", ""),
+        ("Priya: thanks, Tomás!", "Priya"),
+        ("On 2 March 2024, Priya said that the tart was for Tomás.", "Priya"),
+        ("2024-03-02 — Priya: Hi Tomás, the tart is ready.", "Priya"),
+        ("I had lunch with Priya.", "Priya"),
+    ],
+)
+def test_the_person_spoken_to_is_not_the_subject(text: str, who: str) -> None:
+    assert subject(text) == who
 
 
 @pytest.mark.parametrize(
