@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 from starlette.applications import Starlette
@@ -169,6 +170,10 @@ def oauth_config(settings: Settings) -> OAuthConfig:
     )
 
 
+def _holds_files(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
 def cluster_link(
     settings: Settings, parts: Components, node: NodeConfig | None, clock: Callable[[], float]
 ) -> ClusterLink | None:
@@ -185,6 +190,9 @@ def cluster_link(
             retry_after=settings.retry_after,
         ),
         clock=clock,
+        has_folder=lambda workspace_id: _holds_files(
+            settings.data_dir.resolve() / "workspaces" / workspace_id
+        ),
     )
     parts.supervisor.admit = router.require_local
     return ClusterLink(

@@ -5,7 +5,8 @@ Every call asks :meth:`Router.route` for its workspace. The placement row and th
 read from the control plane off the event loop and reused for ``ttl`` seconds (half a second by
 default). Reusing them never lets a node serve past its lease: a remembered row can only be older,
 so its lease looks shorter and its heartbeat staler than they are. A workspace that has no
-placement yet is placed on the least-loaded live node (the first call places it).
+placement yet is placed on the least-loaded live node (the first call places it) — unless this
+node's disk already holds its folder (a workspace from before the nodes): then it is placed here.
 
 :meth:`Router.require_local` is the supervisor's admission check: no engine is ever started for a
 workspace this node does not hold the lease of, whichever page, API or call asks for it.
@@ -39,6 +40,10 @@ TTL_S = 0.5
 class _Placements(Protocol):
     def nodes(self) -> list[Node]: ...
 
+    def placement(self, workspace_id: str) -> Placement | None: ...
+
+    def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
+
     def place(
         self, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
     ) -> Placement: ...
@@ -67,8 +72,10 @@ class Router:
         *,
         ttl: float = TTL_S,
         clock: Callable[[], float] = time.time,
+        has_folder: Callable[[str], bool] = lambda workspace_id: False,
     ) -> None:
         self.store, self.config, self.ttl, self.clock = store, config, ttl, clock
+        self.has_folder = has_folder  # whether this node's disk holds the workspace's folder
         self._seen: dict[str, _Seen] = {}
         self._held: set[str] = set()  # being moved away from here: refused whatever the rows say
 
@@ -85,9 +92,18 @@ class Router:
         self.forget(workspace_id)
 
     def _lookup(self, workspace_id: str, now: float) -> _Seen:
-        placement = self.store.place(
-            workspace_id, now=now, heartbeat_timeout=self.config.heartbeat_timeout, lease=self.config.lease
-        )
+        placement = self.store.placement(workspace_id)
+        if placement is None and self.has_folder(workspace_id):
+            # a workspace from before the nodes (or placed nowhere yet) whose folder is on this disk:
+            # it is served where its files are, never opened empty on the least-loaded node
+            placement = self.store.place_on(workspace_id, self.config.here, now=now, lease=self.config.lease)
+        if placement is None:
+            placement = self.store.place(
+                workspace_id,
+                now=now,
+                heartbeat_timeout=self.config.heartbeat_timeout,
+                lease=self.config.lease,
+            )
         return _Seen(placement, tuple(self.store.nodes()), now)
 
     async def route(self, workspace_id: str) -> Route:

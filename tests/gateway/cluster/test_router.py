@@ -163,3 +163,25 @@ async def test_a_node_holding_a_workspace_for_a_move_refuses_it_whatever_the_row
         await c.require_local(workspace)
     c.unhold(workspace)
     assert await c.route(workspace) == Local()
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_workspace_whose_folder_is_on_this_node_is_placed_here_not_on_the_least_loaded(
+    store: ControlPlane, clock: Clock
+) -> None:
+    """A workspace from before the nodes: its files are on node-b's disk; node-a has fewer workspaces."""
+    for name in ("node-a", "node-b"):
+        store.register_node(name, f"http://{name}:8080", now=clock.now)
+    busy = _workspace(store, "busy")
+    store.place_on(busy, "node-b", now=clock.now, lease=LEASE)
+    legacy = _workspace(store, "legacy")
+    b = Router(
+        store,
+        RouterConfig("node-b", TIMEOUT, LEASE, retry_after=5.0),
+        clock=clock,
+        has_folder=lambda workspace_id: workspace_id == legacy,
+    )
+    assert await b.route(legacy) == Local()
+    assert store.placement(legacy).node == "node-b"  # type: ignore[union-attr]
+    fresh = _workspace(store, "fresh")  # no folder anywhere: the least-loaded node, as ever
+    assert await b.route(fresh) == Forward("node-a", "http://node-a:8080")
