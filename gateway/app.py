@@ -249,6 +249,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         restart=lambda workspace_id: parts.supervisor.stop(workspace_id, reason="restore"),
         store=parts.store,
         restart_engine=parts.supervisor.restart,
+        touch=proxy.touch,
     )
 
     async def healthz(request: Request) -> Response:

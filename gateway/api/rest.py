@@ -37,6 +37,7 @@ from .transfer import Restart, TransferApi
 
 Authenticate = Callable[[hdr.RawHeaders, str, "str | None"], Awaitable[Principal]]
 Audit = Callable[[str, Principal, "str | None", dict[str, object]], None]
+Touch = Callable[[str], Awaitable[None]]
 
 
 def refusal(code: str, message: str) -> JSONResponse:
@@ -101,8 +102,10 @@ class RestApi:
         restart: Restart | None = None,
         store: ControlPlane | None = None,
         restart_engine: Restart | None = None,
+        touch: Touch | None = None,
     ) -> None:
         self.authenticate = authenticate
+        self.touch = touch  # records the connection's last use, as /mcp calls do
         self.audit = audit
         self.max_import_bytes = max_import_bytes
         self.restart = restart  # a stop that waits for calls in flight (after a restore)
@@ -196,6 +199,8 @@ class RestApi:
             raise RateLimited(
                 "too many requests on this connection; slow down", retry_after=decision.retry_after
             )
+        if self.touch is not None:
+            await self.touch(principal.connection_id)
         return principal
 
     async def _call(self, op: Operation, request: Request) -> Response:

@@ -209,7 +209,7 @@ class McpProxy:
                 "too many requests on this connection; slow down", retry_after=decision.retry_after
             )
         body = await self.read_body(raw_headers, receive) if method == "POST" else b""
-        await self._touch(principal.connection_id)
+        await self.touch(principal.connection_id)
 
         await self.dispatch(method, raw_headers, body, principal, receive, send)
 
@@ -346,8 +346,9 @@ class McpProxy:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _touch(self, connection_id: str) -> None:
-        """Record the connection's last use — at most once a minute, off the event loop."""
+    async def touch(self, connection_id: str) -> None:
+        """Record the connection's last use — at most once a minute, off the event loop (REST
+        calls record theirs here too, so both count alike)."""
         now = self.clock()
         if now - self._touched.get(connection_id, float("-inf")) >= _TOUCH_EVERY:
             self._touched[connection_id] = now

@@ -238,3 +238,28 @@ def test_create_a_token_then_revoke_it_in_a_real_browser(site: Gateway, page: Pa
     assert off_loop(refused) == 401
     listed = site.cli("token", "list", "--owner", "sol@example.com", "--all")
     assert listed.strip().split("\t")[-1] == "pat"
+
+
+@pytest.mark.anyio
+@pytest.mark.req("gw:rest")
+async def test_a_rest_call_moves_the_tokens_last_used_like_an_mcp_call(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, "oz@example.com")
+        owner = site.store.owner_by_email("oz@example.com")
+        workspace = site.store.workspaces(owner.id)[0]
+        _, secret = site.store.create_pat(owner.id, workspace.id, "Script")
+
+        def script_row(html: str) -> str:
+            found = re.search(r'class="name">Script</th>(.*?)</tr>', html, re.S)
+            assert found is not None
+            return found.group(1)
+
+        assert "never" in script_row((await client.get("/connections")).text)
+        async with httpx.AsyncClient(base_url=site.url, timeout=60) as api:
+            bearer = {"Authorization": f"Bearer {secret}"}
+            reply = await api.post("/api/v1/context", json={"query": "anything"}, headers=bearer)
+        assert reply.status_code == 200, reply.text
+        (script,) = [c for c in site.store.connections(owner.id) if c.name == "Script"]
+        assert script.last_used_at is not None
+        row = script_row((await client.get("/connections")).text)
+        assert "never" not in row and f'<time datetime="{script.last_used_at}' in row
