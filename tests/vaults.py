@@ -42,3 +42,14 @@ def vault_zip() -> bytes:
         link.external_attr = (stat.S_IFLNK | 0o777) << 16
         archive.writestr(link, "/etc/passwd")
     return buffer.getvalue()
+
+
+def many_notes_zip(count: int) -> bytes:
+    """A zip of ``count`` small Markdown notes in a few folders (a large import)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for i in range(count):
+            archive.writestr(
+                f"Batch {i % 10}/Note {i:04d}.md", f"Imported note number {i} about kelp farm {i}.\n"
+            )
+    return buffer.getvalue()

@@ -13,14 +13,28 @@ recalled at once.
   anything else is Markdown copied under ``notes/Imported/<label>/`` with the same checks as the
   command line (path escapes, symbolic links, binary, oversized, non-Markdown files skipped with
   the reason). The reply says what was imported and what was skipped, and why.
+
+  With ``Accept: application/x-ndjson`` the reply streams instead: one JSON object a line,
+  ``{"progress": "import: copied 120 of 900 files"}`` as the work goes, then ``{"result": {...}}``
+  (the JSON reply above) or ``{"error": {"code", "message"}}``. What can be refused without
+  touching the store (not a zip, a bad or used label, a restore into a workspace that holds
+  memories) is refused before the stream starts, as a plain JSON refusal.
+
+The import runs on its own thread: if the caller goes away mid-way it still finishes (or fails
+as a whole: files are staged and moved into place at the end, so no note is ever half-written).
 """
 
 from __future__ import annotations
 
 import io
+import json
+import logging
+import queue
 import shutil
 import tempfile
+import threading
 import zipfile
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,16 +42,19 @@ from typing import Any
 import anyio
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from engine.admin import Parts, refusing
-from engine.errors import BadImport
+from engine.errors import BadImport, EngineError
 from engine.transfer import archive, markdown
+
+log = logging.getLogger(__name__)
 
 #: The most a body may hold (the gateway sets its own, smaller, limit for owners).
 MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
 MEDIA_TYPE = "application/zip"
+STREAM_TYPE = "application/x-ndjson"
 
 
 @dataclass(frozen=True)
@@ -66,31 +83,100 @@ def run_export(parts: Parts, target: Path) -> dict[str, Any]:
         return archive.export(parts.workspace, target, out=io.StringIO())
 
 
-def run_import(parts: Parts, source: Path, label: str | None) -> Outcome:
-    """Import the zip ``source`` into the running workspace, then bring the index up to date."""
+class _Lines(io.StringIO):
+    """A text stream that hands each complete line to ``on_line`` as it is written."""
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        super().__init__()
+        self._on_line = on_line
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self._on_line(line)
+        return len(text)
+
+
+def check_upload(parts: Parts, source: Path, label: str | None) -> None:
+    """Refuse, before anything is written, what can be refused without reading the whole upload."""
     if not zipfile.is_zipfile(source):
         raise BadImport("the upload is not a zip file; send a .zip of Markdown files or an Almanac export")
-    ws, out = parts.workspace, io.StringIO()
+    ws = parts.workspace
+    with ws.lock:
+        if archive.is_export(source):
+            archive.check_empty(ws)
+        elif not label:
+            raise BadImport("this zip is not an Almanac export; importing Markdown needs a label")
+        else:
+            markdown.check_target(ws, label)
+
+
+def run_import(
+    parts: Parts, source: Path, label: str | None, report: Callable[[str], None] | None = None
+) -> Outcome:
+    """Import the zip ``source`` into the running workspace, then bring the index up to date.
+    Each progress line goes to ``report`` as it happens (and all of them into the outcome)."""
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        line = line.replace(str(source), "the upload")  # never a server path
+        lines.append(line)
+        if report is not None:
+            report(line)
+
+    check_upload(parts, source, label)
+    ws, out = parts.workspace, _Lines(say)
     with ws.lock:
         if archive.is_export(source):
             archive.restore(ws, source, out=out)
             outcome = Outcome("restore", None, [], [], archive.counts(ws), [])
-        elif not label:
-            raise BadImport("this zip is not an Almanac export; importing Markdown needs a label")
         else:
-            report = markdown.import_markdown(ws, source, label, out=out)
+            assert label is not None  # check_upload refused an unlabelled Markdown zip
+            done = markdown.import_markdown(ws, source, label, out=out)
             outcome = Outcome(
                 "markdown",
-                str(report.folder),
-                [str(p) for p in report.imported],
-                [{"path": s.path, "reason": s.reason} for s in report.skipped],
+                str(done.folder),
+                [str(p) for p in done.imported],
+                [{"path": s.path, "reason": s.reason} for s in done.skipped],
                 archive.counts(ws),
                 [],
             )
         if parts.indexer is not None:
+            say("import: indexing what arrived")
             parts.indexer.scan_once()  # reload the store and index what arrived, before answering
-    lines = out.getvalue().replace(str(source), "the upload").splitlines()  # never a server path
+            say("import: indexed; searchable now")
     return replace(outcome, progress=lines)
+
+
+Events = queue.SimpleQueue[dict[str, Any] | None]
+
+
+def _run_in_background(parts: Parts, folder: Path, label: str | None) -> Events:
+    """Start the import on its own thread; its events arrive on the queue, then ``None``. The
+    thread owns ``folder`` (the upload) and removes it when done, whoever is still listening."""
+    events: Events = queue.SimpleQueue()
+
+    def report(line: str) -> None:
+        events.put({"progress": line})
+
+    def work() -> None:
+        try:
+            outcome = run_import(parts, folder / "upload.zip", label, report)
+            events.put({"result": outcome.to_json()})
+        except EngineError as exc:
+            events.put({"error": {"code": exc.code, "message": exc.message}})
+        except Exception:
+            log.exception("an import into %s failed", parts.workspace.root)
+            failed = {"code": "engine_error", "message": "the import failed; nothing was imported"}
+            events.put({"error": failed})
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            events.put(None)
+
+    threading.Thread(target=work, name="almanac-import", daemon=False).start()
+    return events
 
 
 async def _receive(request: Request, target: Path) -> None:
@@ -125,14 +211,27 @@ def routes(parts: Parts) -> list[BaseRoute]:
         label = request.query_params.get("label") or None
         if label is not None:
             markdown.check_label(label)
+        streaming = STREAM_TYPE in request.headers.get("accept", "")
         folder = Path(tempfile.mkdtemp(prefix="almanac-import-"))
+        handed_over = False
         try:
             source = folder / "upload.zip"
             await _receive(request, source)
-            outcome = await anyio.to_thread.run_sync(run_import, parts, source, label)
+            if not streaming:
+                outcome = await anyio.to_thread.run_sync(run_import, parts, source, label)
+                return JSONResponse(outcome.to_json())
+            await anyio.to_thread.run_sync(check_upload, parts, source, label)
+            events = _run_in_background(parts, folder, label)
+            handed_over = True
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        return JSONResponse(outcome.to_json())
+            if not handed_over:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        async def lines() -> AsyncIterator[bytes]:
+            while (event := await anyio.to_thread.run_sync(events.get, abandon_on_cancel=True)) is not None:
+                yield (json.dumps(event) + "\n").encode()
+
+        return StreamingResponse(lines(), media_type=STREAM_TYPE, headers={"Cache-Control": "no-store"})
 
     return [
         Route("/admin/export", export, methods=["GET"]),

@@ -122,14 +122,19 @@ def is_export(source: Path) -> bool:
         return read_manifest(entries) is not None
 
 
-def restore(ws: Workspace, source: Path, out: TextIO = sys.stderr) -> dict[str, int]:
-    """Put an export's files into an empty workspace, checked against its manifest, all or nothing."""
-    say = printer(out, "import")
+def check_empty(ws: Workspace) -> None:
+    """An export is restored only into an empty workspace (:class:`BadImport` otherwise)."""
     if ws.notes or ws.logs or ws.facts.records or store_files(ws.root):
         raise BadImport(
             f"{ws.root} already holds memories; restore an export into a new, empty workspace "
             "(nothing was written)"
         )
+
+
+def restore(ws: Workspace, source: Path, out: TextIO = sys.stderr) -> dict[str, int]:
+    """Put an export's files into an empty workspace, checked against its manifest, all or nothing."""
+    say = printer(out, "import")
+    check_empty(ws)
     with open_source(source) as (entries, skipped):
         manifest = read_manifest(entries)
         if manifest is None:

@@ -53,6 +53,15 @@ def check_label(label: str) -> str:
     return label
 
 
+def check_target(ws: Workspace, label: str) -> PurePosixPath:
+    """The folder ``label`` imports into; :class:`BadImport` if the label is bad or already used."""
+    check_label(label)
+    folder = IMPORTED / label
+    if (ws.root / folder).exists():
+        raise BadImport(f"{folder} already exists; choose another label (nothing was written)")
+    return folder
+
+
 def plan(entries: list[Entry], label: str, used_ids: set[str]) -> tuple[list[Planned], list[Skipped]]:
     """Which files become which notes, and which are skipped and why (pure, apart from reading)."""
     planned: list[Planned] = []
@@ -99,10 +108,7 @@ def plan(entries: list[Entry], label: str, used_ids: set[str]) -> tuple[list[Pla
 def import_markdown(ws: Workspace, source: Path, label: str, out: TextIO = sys.stderr) -> Report:
     """Import ``source`` into ``ws`` under ``notes/Imported/<label>/``, all at once at the end."""
     say = printer(out, "import")
-    check_label(label)
-    folder = IMPORTED / label
-    if (ws.root / folder).exists():
-        raise BadImport(f"{folder} already exists; choose another label (nothing was written)")
+    folder = check_target(ws, label)
     with open_source(source) as (entries, unsafe):
         say(f"{len(entries)} files found in {source}")
         planned, skipped = plan(entries, label, set(ws.notes))

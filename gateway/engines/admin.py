@@ -7,6 +7,7 @@ a tool's; anything else unexpected is :class:`~gateway.errors.EngineUnreachable`
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +18,7 @@ from gateway.engines.calls import ToolRefusal
 from gateway.errors import EngineUnreachable
 
 REFUSALS = (400, 403, 404, 409)
+STREAM_TYPE = "application/x-ndjson"
 
 
 async def admin_call(
@@ -70,6 +72,43 @@ async def import_zip(
     except httpx.TransportError as exc:
         raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
     return _reply(response)
+
+
+async def import_events(
+    client: httpx.AsyncClient, content: AsyncIterator[bytes], label: str | None
+) -> AsyncIterator[dict[str, Any] | ToolRefusal]:
+    """Send a zip like :func:`import_zip`, asking for progress as it goes: yields
+    ``{"progress": line}`` events, then the reply (``{"result": {...}}``) or a :class:`ToolRefusal`
+    (a refusal before any progress means nothing was written). Closing this early leaves the
+    engine to finish the import on its own."""
+    params = {"label": label} if label else None
+    headers = {"host": "localhost", "content-type": "application/zip", "accept": STREAM_TYPE}
+    request = client.build_request("POST", "/admin/import", params=params, content=content, headers=headers)
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.TransportError as exc:
+        raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
+    try:
+        streams = response.headers.get("content-type", "").startswith(STREAM_TYPE)
+        if response.status_code != 200 or not streams:
+            await response.aread()
+            yield _reply(response)
+            return
+        async for line in response.aiter_lines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if "error" in event:
+                yield ToolRefusal(str(event["error"]["code"]), str(event["error"]["message"]), {})
+                return
+            yield event
+            if "result" in event:
+                return
+    except httpx.TransportError as exc:
+        raise EngineUnreachable("the workspace's engine stopped answering mid-import", retry_after=1) from exc
+    finally:
+        await response.aclose()
+    raise EngineUnreachable("the workspace's engine ended the import without a reply", retry_after=1)
 
 
 async def open_export(client: httpx.AsyncClient) -> httpx.Response:

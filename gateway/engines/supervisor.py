@@ -170,6 +170,20 @@ class Supervisor:
         await self._tg.__aexit__(et, exc, tb)
         self._tg = None
 
+    def spawn(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` beside the engines, outliving the request that started it (an import the
+        owner's browser may leave mid-way must still be seen through); cancelled at shutdown. A
+        failure is logged, never spread to the engines."""
+        assert self._tg is not None, "the supervisor is not running"
+
+        async def guarded() -> None:
+            try:
+                await work()
+            except Exception:
+                self._log.exception("background work failed")
+
+        self._tg.start_soon(guarded)
+
     def slot(self, workspace_id: str) -> Slot:
         found = self._slots.get(workspace_id)
         if found is None:

@@ -37,12 +37,17 @@ _ENV = jinja2.Environment(
 )
 
 
-def render(request: Request, template: str, /, status_code: int = 200, **context: Any) -> HTMLResponse:
+def render_text(request: Request, template: str, /, **context: Any) -> str:
     """``template`` rendered with ``context`` (any names, ``name`` included) plus ``csrf_token``,
     ``owner`` (the signed-in :class:`~gateway.auth.sessions.Session` or None) and ``path``."""
     values = {"csrf_token": csrf_token(request), "owner": current(request), "path": request.url.path}
     values.update(context)
-    html = _ENV.get_template(template).render(values)
+    return _ENV.get_template(template).render(values)
+
+
+def render(request: Request, template: str, /, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """:func:`render_text` as a page response with :data:`PAGE_HEADERS`."""
+    html = render_text(request, template, **context)
     response = HTMLResponse(html, status_code=status_code, headers=PAGE_HEADERS)
     attach_presession(request, response)
     return response

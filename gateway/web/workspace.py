@@ -5,8 +5,9 @@
 - Import (``POST /workspace/import``, multipart + CSRF): a ``.zip``, or picked files (a folder
   picked whole keeps its sub-folders), under :attr:`Settings.import_max_bytes`; the engine copies
   Markdown under ``notes/Imported/<label>/`` (or restores an Almanac export into an empty
-  workspace) and indexes it; the answer is a summary page: what was imported, what was skipped and
-  why, and the engine's progress lines. Audited as ``workspace.import`` (counts, never content).
+  workspace) and indexes it; the answer streams the engine's progress as it goes, then the
+  summary: what was imported, what was skipped and why (:mod:`gateway.web.importing`). Audited
+  as ``workspace.import`` (counts, never content), also when the browser left mid-way.
 - Export (``GET /workspace/export``): the engine's zip of the store plus its manifest, streamed to
   the browser as it is read. Audited as ``workspace.export``.
 """
@@ -26,10 +27,10 @@ from starlette.routing import BaseRoute, Route
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, context, current, login_redirect, remote_of
 from gateway.control.store import Workspace
-from gateway.engines.admin import import_zip, open_export
+from gateway.engines.admin import open_export
 from gateway.engines.calls import ToolRefusal, call_tool
-from gateway.errors import GatewayError, PayloadTooLarge, WorkspaceNotFound
-from gateway.web import uploads
+from gateway.errors import PayloadTooLarge, WorkspaceNotFound
+from gateway.web import importing, uploads
 from gateway.web.memories import owner_principal
 from gateway.web.render import render
 
@@ -163,27 +164,25 @@ async def _import(request: Request, session: Session, form: FormData) -> Respons
     else:
         files = [(str(f.filename), await f.read()) for f in picked]
         content = uploads.chunks_of(uploads.bundle(files))
-    try:
-        async with parts.supervisor.lease(workspace.id) as lease:
-            result = await import_zip(lease.client, content, label or None)
-    except GatewayError as exc:
-        return await refuse(exc.message, exc.status)
-    if isinstance(result, ToolRefusal):
-        return await refuse(result.message[:1].upper() + result.message[1:])
-    if result["kind"] == "restore":
-        await parts.supervisor.stop(workspace.id, reason="restore")  # the next call reads it all afresh
-    parts.store.audit(
-        "workspace.import",
-        owner_id=session.owner_id,
-        workspace_id=workspace.id,
-        remote=remote_of(request),
-        detail={
-            "kind": result["kind"],
-            "imported": len(result["imported"]),
-            "skipped": len(result["skipped"]),
-        },
-    )
-    return render(request, "workspace_import.html", workspace=workspace, result=result, label=label)
+
+    def finished(result: dict[str, Any]) -> None:
+        parts.store.audit(
+            "workspace.import",
+            owner_id=session.owner_id,
+            workspace_id=workspace.id,
+            remote=remote_of(request),
+            detail={
+                "kind": result["kind"],
+                "imported": len(result["imported"]),
+                "skipped": len(result["skipped"]),
+            },
+        )
+
+    first, rest = await importing.start(request, workspace, content, label or None, finished)
+    if isinstance(first, importing.Failed):  # refused before anything was written: the form again
+        rest.close()
+        return await refuse(first.message, first.status)
+    return importing.page(request, workspace, label, first, rest)
 
 
 def routes() -> list[BaseRoute]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ import pytest
 
 from engine.transfer.archive import MANIFEST, store_files
 from tests.engine.support import socket_client, socket_engine
-from tests.vaults import NOTES, SKIPPED, vault_zip
+from tests.vaults import NOTES, SKIPPED, many_notes_zip, vault_zip
 
 
 @contextmanager
@@ -130,3 +131,57 @@ def test_markdown_imported_into_a_running_engine_is_recalled_at_once(tmp_path: P
         assert http.get("/admin/memories", params={"q": "Designing Data"}).json()["total"] == 1
         again = http.post("/admin/import", params={"label": "Obsidian"}, content=vault_zip())
         assert again.status_code == 400 and "already exists" in again.json()["error"]["message"]
+
+
+def events_of(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+@pytest.mark.req("life:import")
+def test_an_import_streams_its_progress_then_the_summary(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    streamed = {"accept": "application/x-ndjson"}
+    with engine_http(ws, sock) as http:
+        # what can be refused without writing is refused before the stream starts, as plain JSON
+        (ws / "notes" / "Imported" / "Taken").mkdir(parents=True)
+        taken = http.post("/admin/import", params={"label": "Taken"}, content=vault_zip(), headers=streamed)
+        assert taken.status_code == 400 and "already exists" in taken.json()["error"]["message"]
+        unlabelled = http.post("/admin/import", content=vault_zip(), headers=streamed)
+        assert unlabelled.status_code == 400 and "needs a label" in unlabelled.json()["error"]["message"]
+
+        with http.stream(
+            "POST", "/admin/import", params={"label": "Many"}, content=many_notes_zip(300), headers=streamed
+        ) as reply:
+            assert reply.status_code == 200 and reply.headers["content-type"] == "application/x-ndjson"
+            events = events_of(list(reply.iter_lines()))
+        progress = [e["progress"] for e in events if "progress" in e]
+        assert progress[0] == "import: 300 files found in the upload"
+        assert "import: copied 300 of 300 files" in progress
+        assert progress[-2:] == ["import: indexing what arrived", "import: indexed; searchable now"]
+        assert list(events[-1]) == ["result"] and all("result" not in e for e in events[:-1])
+        result = events[-1]["result"]
+        assert len(result["imported"]) == 300 and result["progress"] == progress
+        assert http.get("/admin/memories", params={"q": "kelp farm 217"}).json()["total"] >= 1
+
+
+@pytest.mark.req("life:import")
+def test_an_import_finishes_when_the_caller_leaves_mid_stream(tmp_path: Path) -> None:
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    with engine_http(ws, sock) as http:
+        with http.stream(
+            "POST",
+            "/admin/import",
+            params={"label": "Left"},
+            content=many_notes_zip(400),
+            headers={"accept": "application/x-ndjson"},
+        ) as reply:
+            first = json.loads(next(reply.iter_lines()))
+            assert first == {"progress": "import: 400 files found in the upload"}
+        # the caller hung up after the first line; the engine finishes the import on its own
+        deadline = time.monotonic() + 60
+        while http.get("/admin/memories", params={"q": "kelp", "limit": "1"}).json()["total"] < 400:
+            assert time.monotonic() < deadline, "the import did not finish after the caller left"
+            time.sleep(0.05)  # a poll interval, not a wait for something to happen
+        folder = ws / "notes" / "Imported" / "Left"
+        assert len(list(folder.rglob("*.md"))) == 400
+        assert not [p for p in ws.iterdir() if p.name.startswith(".transfer-")]  # nothing staged is left

@@ -32,6 +32,7 @@ def test_import_then_export_an_owners_workspace(tmp_path: Path) -> None:
     done = almanac("import", str(vault), "--label", "Vault", "--owner", OWNER, "--data-dir", d)
     assert done.returncode == 0, done.stderr
     assert "imported 1 notes into notes/Imported/Vault/" in done.stderr and "skipped photo.jpg" in done.stderr
+    assert "import: 2 files found in" in done.stderr and "import: copied 1 of 1 files" in done.stderr
     (folder,) = (tmp_path / "data" / "workspaces").iterdir()
     assert (folder / "notes" / "Imported" / "Vault" / "Daily" / "2026-11-30.md").is_file()
 

@@ -3,13 +3,16 @@ tests, as its own process for the browser), and a real headless Chromium page.""
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from playwright.sync_api import Page, Playwright, sync_playwright
@@ -48,6 +51,34 @@ async def running_site(data_dir: Path, **settings: Any) -> AsyncIterator[Site]:
     app = create_app(make_settings(data_dir, engine_warm_spare=False, **settings))
     async with serving(app, lifespan="on") as url:
         yield Site(url, app.state.components.store)
+
+
+@contextmanager
+def site_in_thread(data_dir: Path, **settings: Any) -> Iterator[Site]:
+    """:func:`running_site` on its own thread and event loop, for a browser test that needs the
+    gateway in this process (to reach a seam in it) while Playwright's sync API runs here."""
+    ready: queue.Queue[Site | BaseException] = queue.Queue()
+    stop = threading.Event()
+
+    async def serve() -> None:
+        try:
+            async with running_site(data_dir, **settings) as site:
+                ready.put(site)
+                await anyio.to_thread.run_sync(stop.wait)
+        except BaseException as exc:
+            ready.put(exc)
+            raise
+
+    thread = threading.Thread(target=anyio.run, args=(serve,), name="site", daemon=True)
+    thread.start()
+    started = ready.get(timeout=120)
+    if isinstance(started, BaseException):
+        raise started
+    try:
+        yield started
+    finally:
+        stop.set()
+        thread.join(timeout=60)
 
 
 @pytest.fixture

@@ -6,21 +6,27 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import threading
 import zipfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from gateway import layout
+from gateway.engines import admin
+from gateway.web import importing
 from tests.gateway.e2e import Gateway
-from tests.gateway.web.conftest import Site, csrf_of, running_site
+from tests.gateway.web.conftest import Site, csrf_of, running_site, site_in_thread
 from tests.gateway.web.test_account import sign_up
 from tests.gateway.web.test_erase import make_token
 from tests.gateway.web.test_pages import PASSWORD, assert_accessible
-from tests.vaults import NOTES, SKIPPED, vault_zip
+from tests.vaults import NOTES, SKIPPED, many_notes_zip, vault_zip
 
 EMAIL = "wren@example.com"
 
@@ -34,7 +40,7 @@ async def api(site: Site, token: str, method: str, path: str, **kw: Any) -> Any:
 
 async def import_form(client: httpx.AsyncClient, workspace: str = "default", **fields: str) -> dict[str, str]:
     page = await client.get("/workspace", params={"workspace": workspace})
-    assert page.status_code == 200
+    assert page.status_code == 200, page.text
     return {"csrf_token": csrf_of(page.text), "workspace": workspace, **fields}
 
 
@@ -251,8 +257,116 @@ def test_import_a_folder_export_and_reimport_in_the_browser(
     assert page.get_by_role("heading", level=1).inner_text() == "Workspace copy"
     page.get_by_label("A .zip file").set_input_files(saved)
     page.get_by_role("button", name="Import").click()
+    expect(page.get_by_role("status")).to_have_text(re.compile(r"Restored \d+ memories\."))
     assert "The export was restored into copy" in page.get_by_role("main").inner_text()
     page.get_by_role("link", name="See your memories").click()
     page.get_by_label("Words or an id").fill("Ines Duarte")
     page.get_by_label("Words or an id").press("Enter")
     assert "Ines Duarte runs the Fjord migration" in page.get_by_role("main").inner_text()
+
+
+def hold_the_reply(monkeypatch: pytest.MonkeyPatch, released: Callable[[], Awaitable[None]]) -> None:
+    """Hold the engine's final reply (its progress passes) until ``released()`` returns: the seam
+    between the page and the engine's event stream, so a test sees progress BEFORE the summary
+    without racing the import."""
+    real = admin.import_events
+
+    async def held(*args: Any) -> AsyncIterator[Any]:
+        async for event in real(*args):
+            if isinstance(event, dict) and "result" in event:
+                await released()
+            yield event
+
+    monkeypatch.setattr(importing, "import_events", held)
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:import")
+async def test_a_large_import_streams_its_progress_before_the_summary(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = anyio.Event()
+    hold_the_reply(monkeypatch, seen.wait)
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        form = await import_form(client, label="Many")
+        files = {"archive": ("many.zip", many_notes_zip(600), "application/zip")}
+        body = ""
+        async with client.stream("POST", "/workspace/import", data=form, files=files) as reply:
+            assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/html")
+            assert reply.headers["cache-control"] == "no-store"
+            async for chunk in reply.aiter_text():
+                body += chunk
+                if "<li>import: copied 600 of 600 files</li>" in body and not seen.is_set():
+                    # the engine has not answered yet (held): the page shows progress, no summary
+                    assert "<li>import: 600 files found in the upload</li>" in body
+                    assert "Import finished" not in body and 'role="status"' not in body
+                    seen.set()
+        assert seen.is_set(), body
+        assert body.index("<li>import: indexed; searchable now</li>") < body.index("Import finished")
+        assert "600 notes imported into" in body and body.rstrip().endswith("</html>")
+        owner = site.store.owner_by_email(EMAIL)
+        audit = site.store.audit_events(owner_id=owner.id)[0]
+        assert audit.kind == "workspace.import" and audit.detail["imported"] == 600
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:import")
+async def test_an_import_left_mid_way_finishes_and_is_audited(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    left = anyio.Event()
+    hold_the_reply(monkeypatch, left.wait)
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        owner = site.store.owner_by_email(EMAIL)
+        folder = layout.workspace_dir(data_dir, site.store.workspaces(owner.id)[0].id)
+        form = await import_form(client, label="Left")
+        files = {"archive": ("many.zip", many_notes_zip(200), "application/zip")}
+        async with client.stream("POST", "/workspace/import", data=form, files=files) as reply:
+            async for chunk in reply.aiter_text():
+                if "import: 200 files found" in chunk:
+                    break  # the owner closes the tab after the first progress line
+        left.set()
+        with anyio.fail_after(60):
+            while "workspace.import" not in [e.kind for e in site.store.audit_events(owner_id=owner.id)]:
+                await anyio.sleep(0.05)  # a poll interval on the condition above
+        assert len(list((folder / "notes" / "Imported" / "Left").rglob("*.md"))) == 200
+        page = await client.get("/workspace")
+        assert '<th scope="row">Notes</th><td>200</td>' in page.text
+
+
+@pytest.mark.req("life:import")
+def test_the_browser_shows_a_large_import_progress_before_it_finishes(
+    page: Page, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    async def released() -> None:
+        await anyio.to_thread.run_sync(release.wait)
+
+    hold_the_reply(monkeypatch, released)
+    upload = tmp_path / "many.zip"
+    upload.write_bytes(many_notes_zip(900))
+    with site_in_thread(tmp_path / "data") as site:
+        page.goto(site.url + "/signup")
+        page.get_by_label("Email").fill(EMAIL)
+        page.get_by_label("Password", exact=True).fill(PASSWORD)
+        page.get_by_label("Password again").fill(PASSWORD)
+        page.get_by_role("button", name="Create account").click()
+        page.wait_for_url(site.url + "/")
+        page.get_by_role("link", name="Workspace").click()
+        page.get_by_label("Label").fill("Many")
+        page.get_by_label("A .zip file").set_input_files(upload)
+        page.get_by_role("button", name="Import").click()
+        progress = page.get_by_role("log", name="Import progress")
+        try:
+            expect(progress).to_contain_text("import: copied 900 of 900 files", timeout=120_000)
+            # the engine's reply is still held: the page shows progress and no summary yet
+            assert "import: 900 files found in the upload" in progress.inner_text()
+            assert page.get_by_role("status").count() == 0
+        finally:
+            release.set()
+        expect(page.get_by_role("status")).to_have_text("Imported 900, skipped 0.", timeout=120_000)
+        assert_accessible(page)
+        assert "import: indexed; searchable now" in progress.inner_text()
