@@ -24,6 +24,7 @@ class Caller:
     read_only: bool = False
     pinned_scope: str | None = None
     client_name: str | None = None
+    connection_id: str | None = None  # the gateway's id of the connection, when it vouched for one
 
 
 def within(limit: str | None, memory_scope: str | None) -> bool:

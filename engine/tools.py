@@ -63,6 +63,7 @@ def caller_of(ctx: Context[Any, Any]) -> Caller:
         read_only=identity.read_only,
         pinned_scope=identity.pinned_scope,
         client_name=client_name,
+        connection_id=identity.connection_id,
     )
 
 

@@ -1,11 +1,13 @@
 """``GET /admin/activity``: the retrieval log, newest first — what memory put in front of a model.
 
 The lines are answered as the log holds them (:mod:`engine.ageing.retrieval_log`): when, through
-which connection (``source``), the query's SHA-256 (or the query itself only where the workspace
-logs queries), scope, mode, the ids kept and their scores, tokens and latency. Never a memory's
-words: the log has none, and nothing is looked up to add them.
+which connection (``connection_id``; ``source`` for a stdio client), the query's SHA-256 (or the
+query itself only where the workspace logs queries), scope, mode, the ids kept and their scores,
+tokens and latency. Never a memory's words: the log has none, and nothing is looked up to add them.
 
-Parameters: ``limit`` (1–200, default 50), ``offset``, ``source`` (one connection's name), ``scope``
+Parameters: ``limit`` (1–200, default 50), ``offset``, ``connection`` (one connection's id, as the
+gateway sent it), ``source`` (a self-reported client name, or a connection's name in lines written
+before the log kept ids), ``scope``
 (only retrievals limited to that scope: what a connection pinned to it may see). The
 files are read backwards from their end, so a page costs what it shows, not the log's size; a line
 that is not JSON (a torn last write) is skipped.
@@ -76,6 +78,7 @@ def page(
     limit: int,
     source: str | None,
     scope: str | None = None,
+    connection: str | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """One page of ``found`` (filtered by ``source`` and ``scope``) and whether more follow (pure
     over the iterator)."""
@@ -85,6 +88,8 @@ def page(
         if source is not None and entry.get("source") != source:
             continue
         if scope is not None and entry.get("scope") != scope:
+            continue
+        if connection is not None and entry.get("connection_id") != connection:
             continue
         if skipped < offset:
             skipped += 1
@@ -112,7 +117,10 @@ def routes(parts: Parts) -> list[BaseRoute]:
         limit = _number(params, "limit", 50, 1, MAX_LIMIT)
         offset = _number(params, "offset", 0, 0, 10**9)
         source, scope = params.get("source") or None, params.get("scope") or None
-        found, more = page(entries(root), offset=offset, limit=limit, source=source, scope=scope)
+        connection = params.get("connection") or None
+        found, more = page(
+            entries(root), offset=offset, limit=limit, source=source, scope=scope, connection=connection
+        )
         return JSONResponse({"entries": found, "offset": offset, "limit": limit, "more": more})
 
     return [Route("/admin/activity", refusing(activity), methods=["GET"])]

@@ -67,6 +67,7 @@ class Lifecycle:
         scope: str | None,
         latency_ms: float,
         source: str | None,
+        connection_id: str | None = None,
     ) -> None:
         now = self.clock()
         cited = [
@@ -76,5 +77,13 @@ class Lifecycle:
         ]
         self.citations.record(cited, now)
         self.log.write(
-            of_reply(reply, when=now, query=query, scope=scope, latency_ms=latency_ms, source=source)
+            of_reply(
+                reply,
+                when=now,
+                query=query,
+                scope=scope,
+                latency_ms=latency_ms,
+                source=source,
+                connection_id=connection_id,
+            )
         )

@@ -4,8 +4,11 @@ One JSON line per search: ``ts``, ``query`` (the query itself only when the work
 with ``log_queries``; otherwise ``query_sha256``, enough to spot repeats and nothing more),
 ``scope``, ``destination``, ``mode`` (keyword | semantic | hybrid | facts), ``loaded`` (memories
 considered), ``trimmed`` (left out for the budget or as weak matches), ``kept`` (ids, in reply
-order), ``scores``, ``tokens``, ``latency_ms`` and ``source`` (the connection or client). Never a
-memory's words: a log that copied the corpus would be a second copy with none of its discipline.
+order), ``scores``, ``tokens``, ``latency_ms``, and who asked: ``connection_id`` (the gateway's
+id of the connection, stable when the connection is renamed or revoked; the gateway shows its
+current name) or, without the gateway (stdio), ``source`` (the client's self-reported name).
+Never a memory's words: a log that copied the corpus would be a second copy with none of its
+discipline.
 
 The file is appended without fsync (it is a record, not a write anyone was promised) and rotated
 by size: past ``max_bytes`` it becomes ``retrieval-log.1.jsonl`` (the older one is dropped).
@@ -44,6 +47,7 @@ class Retrieval:
     tokens: int
     latency_ms: float
     source: str | None
+    connection_id: str | None = None
 
 
 def line_of(r: Retrieval, *, log_queries: bool) -> dict[str, Any]:
@@ -66,6 +70,7 @@ def line_of(r: Retrieval, *, log_queries: bool) -> dict[str, Any]:
             "tokens": r.tokens,
             "latency_ms": round(r.latency_ms, 2),
             "source": r.source,
+            "connection_id": r.connection_id,
         }
     )
     return out
@@ -80,6 +85,7 @@ def of_reply(
     latency_ms: float,
     source: str | None,
     destination: str = "get_context",
+    connection_id: str | None = None,
 ) -> Retrieval:
     """The log record of a ``get_context`` reply (reads ids, scores and counts, never ``text``)."""
     items: Sequence[Mapping[str, Any]] = [*reply.get("facts", ()), *reply.get("notes", ())]
@@ -96,6 +102,7 @@ def of_reply(
         tokens=int(reply.get("tokens", 0)),
         latency_ms=latency_ms,
         source=source,
+        connection_id=connection_id,
     )
 
 

@@ -279,7 +279,8 @@ class Recall:
                 query=query,
                 scope=scope,
                 latency_ms=(time.perf_counter() - started) * 1000,
-                source=caller.connection or caller.client_name,
+                source=None if caller.connection_id else caller.connection or caller.client_name,
+                connection_id=caller.connection_id,
             )
         return reply
 

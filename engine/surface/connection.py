@@ -16,6 +16,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from engine.surface.manual import WRITE_TOOLS, pinned_note
 
 HEADER_CONNECTION = "x-almanac-connection"
+HEADER_CONNECTION_ID = "x-almanac-connection-id"
 HEADER_READ_ONLY = "x-almanac-read-only"
 HEADER_SCOPE = "x-almanac-scope"
 
@@ -27,6 +28,7 @@ class Identity:
     connection: str | None = None
     read_only: bool = False
     pinned_scope: str | None = None
+    connection_id: str | None = None  # the gateway's stable id (a name may change or repeat)
 
 
 def identity_of(headers: Mapping[str, str] | None) -> Identity:
@@ -36,6 +38,7 @@ def identity_of(headers: Mapping[str, str] | None) -> Identity:
         connection=unquote(connection) if connection else None,
         read_only=headers.get(HEADER_READ_ONLY) == "1",
         pinned_scope=headers.get(HEADER_SCOPE) or None,
+        connection_id=headers.get(HEADER_CONNECTION_ID) or None,
     )
 
 

@@ -29,7 +29,7 @@ from gateway.engines.calls import ToolRefusal
 from gateway.errors import Forbidden, PayloadTooLarge, TokenNotFound
 
 SETTINGS, ACTIVITY, CONNECTIONS = "/admin/settings", "/admin/activity", "/admin/connections"
-ACTIVITY_QUERY = ("limit", "offset", "source")
+ACTIVITY_QUERY = ("limit", "offset", "connection", "source")
 MAX_BODY = 64 * 1024
 OPERATION_IDS = ("get_settings", "change_settings", "list_activity", "list_connections", "revoke_connection")
 
@@ -106,7 +106,9 @@ ACTIVITY_REPLY = {
             "items": {
                 "type": "object",
                 "description": "one retrieval-log line: ts, query_sha256 (or query where logged), "
-                "scope, destination, mode, loaded, trimmed, kept, scores, tokens, latency_ms, source",
+                "scope, destination, mode, loaded, trimmed, kept, scores, tokens, latency_ms, "
+                "connection_id (the log keeps the connection's id, never its name), connection (its "
+                "name now, added by the gateway), source (a stdio client's self-reported name)",
             },
         },
         "offset": {"type": "integer", "minimum": 0},
@@ -262,6 +264,10 @@ class OwnerApi:
             found = await admin.activity(lease.client, params)
         if isinstance(found, ToolRefusal):
             return refusal(found.code, found.message, 400)
+        names = {c.id: c.name for c in self.store.connections(who.owner_id, include_revoked=True)}
+        for entry in found["entries"]:
+            connection_id = entry.get("connection_id")
+            entry["connection"] = names.get(connection_id) if connection_id else entry.get("source")
         return JSONResponse(found)
 
     def _mine(self, who: Principal) -> list[Connection]:
@@ -341,6 +347,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
             "schema": {"type": "integer", "minimum": 1, "maximum": 200},
         },
         {"name": "offset", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+        {"name": "connection", "in": "query", "required": False, "schema": {"type": "string"}},
         {"name": "source", "in": "query", "required": False, "schema": {"type": "string"}},
     ]
     return {

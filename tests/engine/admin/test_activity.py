@@ -72,7 +72,11 @@ def test_the_socket_shows_a_get_context_with_its_connection_and_no_content(tmp_p
             reply = http.get("/admin/activity").json()
             assert len(reply["entries"]) == 1 and reply["more"] is False
             entry = reply["entries"][0]
-            assert entry["source"] == "Claude on laptop" and entry["destination"] == "get_context"
+            # the connection's stable id, never its name (a name can change, or be reused)
+            assert entry["connection_id"] == "con_1" and entry["source"] is None
+            assert entry["destination"] == "get_context" and "Claude on laptop" not in json.dumps(reply)
+            assert len(http.get("/admin/activity", params={"connection": "con_1"}).json()["entries"]) == 1
+            assert http.get("/admin/activity", params={"connection": "con_2"}).json()["entries"] == []
             assert entry["kept"] == [memory_id] and "query" not in entry and len(entry["query_sha256"]) == 64
             assert "tangerine" not in json.dumps(reply) and "vault" not in json.dumps(reply)
             assert http.get("/admin/activity", params={"source": "Cursor"}).json()["entries"] == []

@@ -83,12 +83,20 @@ def test_activity_names_the_connection_and_follows_the_pinned_scope(gateway: Gat
     assert api(gateway, token, "POST", "/context", json={"query": "kiln"}).status_code == 200
     assert api(gateway, pinned, "POST", "/context", json={"query": "kiln"}).status_code == 200
     everything = api(gateway, token, "GET", "/admin/activity").json()["entries"]
-    assert [e["source"] for e in everything] == ["Bob's pinned", "Bob's agent"]
+    assert [e["connection"] for e in everything] == ["Bob's pinned", "Bob's agent"]
+    assert all(e["source"] is None and e["connection_id"].startswith("con_") for e in everything)
     assert "kiln" not in str(everything)
     mine = api(gateway, pinned, "GET", "/admin/activity").json()["entries"]
-    assert [e["source"] for e in mine] == ["Bob's pinned"]
-    by_source = api(gateway, token, "GET", "/admin/activity", params={"source": "Bob's agent", "limit": "1"})
-    assert [e["source"] for e in by_source.json()["entries"]] == ["Bob's agent"]
+    assert [e["connection"] for e in mine] == ["Bob's pinned"]
+    connections = api(gateway, token, "GET", "/admin/connections").json()["connections"]
+    (agent,) = [c["id"] for c in connections if c["name"] == "Bob's agent"]
+    by_id = api(gateway, token, "GET", "/admin/activity", params={"connection": agent, "limit": "1"})
+    shown = [(e["connection_id"], e["connection"]) for e in by_id.json()["entries"]]
+    assert shown == [(agent, "Bob's agent")]
+    (pinned_id,) = [c["id"] for c in connections if c["name"] == "Bob's pinned"]
+    assert api(gateway, token, "DELETE", f"/admin/connections/{pinned_id}").status_code == 200
+    after = api(gateway, token, "GET", "/admin/activity").json()["entries"]
+    assert [e["connection"] for e in after] == ["Bob's pinned", "Bob's agent"]  # revoked, still named
     assert error(api(gateway, token, "GET", "/admin/activity", params={"limit": "0"}))[:2] == (
         400,
         "invalid_input",

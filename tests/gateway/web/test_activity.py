@@ -4,6 +4,7 @@ MCP client, names its connection, and shows no more than the log holds."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page
 
-from gateway.web.activity import row_of
+from gateway import layout
+from gateway.web.activity import Known, row_of
 from tests.gateway.e2e import Gateway, connect, data
 from tests.gateway.web.browser import off_loop
 from tests.gateway.web.conftest import Site, csrf_of, running_site
@@ -36,16 +38,25 @@ def test_a_row_shows_what_the_line_holds_and_nothing_invented() -> None:
         "scores": [0.91, 0.5],
         "tokens": 120,
         "latency_ms": 12.5,
-        "source": "Cursor",
+        "source": None,
+        "connection_id": "con_1",
     }
-    row = row_of(line, {"Cursor": "Token"})
-    assert (row.when, row.source, row.kind, row.query, row.query_hash) == (
+    row = row_of(line, {"con_1": Known("Cursor", "Token")})
+    assert (row.when, row.source, row.kind, row.revoked, row.query, row.query_hash) == (
         "2026-12-01 10:16:05",
         "Cursor",
         "Token",
+        False,
         None,
         "abababababab",
     )
+    renamed = row_of(line, {"con_1": Known("Cursor at home", "Token", revoked=True)})
+    assert (renamed.source, renamed.kind, renamed.revoked) == ("Cursor at home", "Token", True)
+    assert row_of(line, {}).source == "a removed connection (con_1)"
+    stdio = row_of(
+        {**line, "connection_id": None, "source": "claude-code"}, {"con_1": Known("Cursor", "Token")}
+    )
+    assert (stdio.source, stdio.kind) == ("claude-code", None)
     assert [(k.id, k.score) for k in row.kept] == [("nte_1", 0.91), ("fct_2", 0.5)] and row.trimmed == 1
     bare = row_of({"ts": "2026-12-01T10:16:05Z", "kept": ["nte_1", 7]}, {})
     assert (bare.source, bare.kind, bare.tokens, bare.latency_ms) == (None, None, None, None)
@@ -79,7 +90,8 @@ async def test_a_get_context_appears_with_its_connection_and_no_content(data_dir
         assert "Claude Code" in row.group(1) and "(Token)" in row.group(1)
         assert "sha256 " in row.group(1) and f'href="/memories/{memory_id}?workspace=default"' in row.group(1)
         assert "marmalade" not in page.text and "gate code" not in page.text
-        only = await client.get("/activity", params={"source": "Someone else"})
+        someone, _ = site.store.create_pat(owner.id, workspace.id, "Someone else")
+        only = await client.get("/activity", params={"connection": someone.id})
         assert "No retrievals through Someone else" in only.text
 
         # where the workspace logs queries, the query is shown (and still no memory's words)
@@ -120,7 +132,41 @@ def test_see_an_entry_in_activity_after_a_get_context_in_a_real_browser(site: Ga
     link = entry.get_by_role("link", name=memory_id)
     assert link.is_visible()
     assert "marmalade" not in page.get_by_role("main").inner_text()
-    page.get_by_label("Connection").select_option("Cursor on desktop")
+    page.get_by_label("Connection").select_option(label="Cursor on desktop")
     page.get_by_role("button", name="Show").click()
-    page.wait_for_url(re.compile(r".*/activity\?workspace=default&source=Cursor\+on\+desktop$"))
+    page.wait_for_url(re.compile(r".*/activity\?workspace=default&connection=con_[A-Za-z0-9_-]+$"))
     assert page.get_by_role("region", name="Retrievals, newest first").get_by_role("row").count() == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:retrieval-log")
+async def test_the_log_keeps_connection_ids_and_the_page_names_them_as_they_are_now(data_dir: Path) -> None:
+    """The contract between the gateway (its internal headers) and the engine (what its log keeps),
+    both sides' real code: two tokens share a name; one is revoked; each retrieval stays its own."""
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, "fay@example.com")
+        owner = site.store.owner_by_email("fay@example.com")
+        workspace = site.store.workspaces(owner.id)[0]
+        old, first = site.store.create_pat(owner.id, workspace.id, "Laptop")
+        await _ask(site, first, "gate code")
+        site.store.revoke(owner.id, old.id)
+        new, second = site.store.create_pat(owner.id, workspace.id, "Laptop")
+        await _ask(site, second, "the gate")
+
+        log = layout.workspace_dir(data_dir, workspace.id) / "retrieval-log.jsonl"
+        lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+        assert [line["connection_id"] for line in lines] == [old.id, new.id]
+        assert "Laptop" not in log.read_text(encoding="utf-8")  # ids, never names
+
+        page = await client.get("/activity")
+        body = re.search(r"<tbody>(.*?)</tbody>", page.text, re.S)
+        assert body is not None
+        rows = re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
+        assert len(rows) == 2
+        assert "Laptop <span" in rows[0] and "(Token)" in rows[0]  # newest first: the live one
+        assert "Laptop <span" in rows[1] and "(Token, revoked)" in rows[1]
+        assert f'<option value="{old.id}">Laptop (revoked)</option>' in page.text
+        only_old = await client.get("/activity", params={"connection": old.id})
+        body = re.search(r"<tbody>(.*?)</tbody>", only_old.text, re.S)
+        assert body is not None and len(re.findall(r"<tr>", body.group(1))) == 1
+        assert "(Token, revoked)" in body.group(1)
