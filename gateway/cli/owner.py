@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gateway import layout
+from gateway import erasure, layout
 from gateway.auth.passwords import hash_password
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
 
@@ -37,3 +37,35 @@ def owner_create(email: str, data_dir: Path | None, config_file: Path | None) ->
     if fresh:
         click.echo(f"set up a new data directory at {where}", err=True)
     click.echo(f"created owner {created.email} ({created.id}) with workspace {workspace.name!r}", err=True)
+
+
+@owner.command("erase")
+@click.argument("email")
+@click.option(
+    "--finish",
+    is_flag=True,
+    required=True,
+    help="Finish an erase that began on the Account page but could not delete every file.",
+)
+@data_dir_option
+@config_option
+@reports_errors
+def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Path | None) -> None:
+    """Finish erasing an account whose erase failed part-way (the owner is locked out; a file or
+    folder could not be deleted): delete what is left of its workspaces and engine logs, then every
+    row about the owner. Run it once the cause is fixed; it refuses an account not being erased,
+    and leaves alone a workspace an engine still serves."""
+    root = make_settings(config_file, data_dir=data_dir).data_dir
+    with control_plane(config_file, data_dir) as store:
+        owner_id, workspaces = store.owner_being_erased(email)
+        store.audit("account.erase.finish", owner_id=owner_id, detail={"workspaces": len(workspaces)})
+        done = erasure.finish(store, root, owner_id, workspaces)
+    if done.failed:
+        for path in done.failed:
+            click.echo(f"could not delete {path}", err=True)
+        click.echo(
+            "error: the account is still locked out; fix the cause (see the log) and run this again",
+            err=True,
+        )
+        sys.exit(1)
+    click.echo(f"erased the account {owner_id} and its {done.workspaces} workspace(s)", err=True)

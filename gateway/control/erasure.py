@@ -60,6 +60,20 @@ class ErasureQueries:
             self._audit("account.erase.begin", owner_id, None, None, remote, {"workspaces": len(workspaces)})
         return workspaces
 
+    def owner_being_erased(self: _Plane, email: str) -> tuple[str, list[Workspace]]:
+        """The id and workspaces of the locked-out owner with ``email`` (an erase that began and did
+        not finish), or :class:`OwnerNotFound` saying so."""
+        row = self._db.execute(
+            "SELECT id FROM owners WHERE lower(email) = lower(?) AND disabled_at IS NOT NULL",
+            (email.strip(),),
+        ).fetchone()
+        if row is None:
+            raise OwnerNotFound(
+                f"no account being erased has email {email!r}: only an erase that began on the Account "
+                "page and could not delete every file is finished here; nothing was changed"
+            )
+        return str(row[0]), self.workspaces(str(row[0]))
+
     def forget_owner(self: _Plane, owner_id: str) -> dict[str, int]:
         """Delete every row about a locked-out owner; returns how many of each kind went. Audited as
         ``account.erase`` (the owner's id and the counts, nothing personal)."""

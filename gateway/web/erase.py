@@ -9,10 +9,6 @@ naming the erased owner only by id.
 
 from __future__ import annotations
 
-import logging
-import shutil
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,27 +16,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gateway import layout, logs
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
 from gateway.control.store import ControlPlane
 from gateway.engines.supervisor import Supervisor
+from gateway.erasure import Erased, finish
 from gateway.web.render import render
 
 _MAX_FIELD = 320
-
-
-@dataclass(frozen=True)
-class Erased:
-    workspaces: int
-    failed: tuple[str, ...]  # folders that could not be deleted (the owner stays locked out)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 async def erase_account(
@@ -49,27 +32,12 @@ async def erase_account(
     """Erase the owner and every workspace: lock out, stop engines, delete folders, forget rows.
 
     If a folder cannot be deleted the owner stays locked out (nothing of theirs works) with their
-    rows kept, an ``account.erase.failed`` event names the workspace, and the operator can finish."""
+    rows kept, an ``account.erase.failed`` event names the workspace, and the operator finishes
+    with ``almanac owner erase --finish EMAIL`` (:mod:`gateway.erasure`)."""
     workspaces = store.lock_out_owner(owner_id, remote=remote)
-    data_dir = supervisor.config.data_dir
-    failed: list[str] = []
     for workspace in workspaces:
         await supervisor.retire(workspace.id)
-        for path in (layout.workspace_dir(data_dir, workspace.id), layout.log_file(data_dir, workspace.id)):
-            try:
-                await anyio.to_thread.run_sync(_remove, path)
-            except OSError as exc:
-                failed.append(str(path))
-                logs.event(logs.get(), logging.ERROR, "account.erase_failed", path=str(path), error=str(exc))
-                store.audit(
-                    "account.erase.failed",
-                    owner_id=owner_id,
-                    workspace_id=workspace.id,
-                    detail={"error": exc.strerror or type(exc).__name__},
-                )
-    if not failed:
-        store.forget_owner(owner_id)
-    return Erased(len(workspaces), tuple(failed))
+    return await anyio.to_thread.run_sync(finish, store, supervisor.config.data_dir, owner_id, workspaces)
 
 
 def _page(request: Request, session: Session, status_code: int = 200, **values: Any) -> Response:

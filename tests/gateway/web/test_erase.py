@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from playwright.sync_api import Page
 
 from gateway import layout
+from gateway.errors import OwnerNotFound
+from tests.engine.support import socket_engine
 from tests.gateway.e2e import Gateway
 from tests.gateway.web.conftest import Site, csrf_of, running_site
 from tests.gateway.web.test_account import sign_in, sign_up
@@ -123,3 +128,60 @@ def test_erase_a_test_account_in_the_browser(site: Gateway, page: Page) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     assert "do not match an account" in page.get_by_role("alert").inner_text()
+
+
+def almanac_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / "almanac"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:delete", "run:cli")
+async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operator(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        owner = site.store.owner_by_email(EMAIL)
+        (workspace,) = site.store.workspaces(owner.id)
+        token = await make_token(client, "Laptop")
+        folder = layout.workspace_dir(data_dir, workspace.id)
+        page = await client.get("/account")
+        # an engine the gateway does not manage still serves the folder (it holds .almanac.lock):
+        # the folder must not be pulled from under it, so the erase cannot finish
+        with socket_engine(folder, tmp_path / "stray.sock"):
+            erased = await client.post(
+                "/account/erase", data={"csrf_token": csrf_of(page.text), "confirm": EMAIL}
+            )
+            assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=partly"
+            assert folder.is_dir()
+            failed = site.store.audit_events(owner_id=owner.id)[0]
+            assert failed.kind == "account.erase.failed" and failed.workspace_id == workspace.id
+            # locked out meanwhile: the token and the sign-in no longer work
+            assert site.store.authenticate(token) is None
+            assert (await remember(site, token, "after the erase")).status_code == 401
+            with pytest.raises(OwnerNotFound):
+                site.store.owner_by_email(EMAIL)
+            # finishing while the engine still serves it is refused, and changes nothing
+            early = await anyio.to_thread.run_sync(
+                lambda: almanac_cli("owner", "erase", EMAIL, "--finish", "--data-dir", str(data_dir))
+            )
+            assert early.returncode == 1 and "still locked out" in early.stderr
+            assert folder.is_dir() and site.store.workspaces(owner.id) == [workspace]
+
+        # the cause is gone (the stray engine stopped): the operator finishes the erase
+        done = await anyio.to_thread.run_sync(
+            lambda: almanac_cli("owner", "erase", EMAIL, "--finish", "--data-dir", str(data_dir))
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"erased the account {owner.id}" in done.stderr
+        assert not folder.exists() and not layout.log_file(data_dir, workspace.id).exists()
+        assert site.store.workspaces(owner.id) == []
+        assert site.store.connections(owner.id, include_revoked=True) == []
+        kinds = [e.kind for e in site.store.audit_events(owner_id=owner.id)]
+        assert kinds[:2] == ["account.erase", "account.erase.finish"]
+        # nothing is left to finish: a second run says so and changes nothing
+        again = await anyio.to_thread.run_sync(
+            lambda: almanac_cli("owner", "erase", EMAIL, "--finish", "--data-dir", str(data_dir))
+        )
+        assert again.returncode == 1 and "no account being erased" in again.stderr
