@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -135,14 +135,21 @@ class EmbeddingCache:
         self.close()
 
 
-def embed_documents_cached(embedder: Embedder, cache: EmbeddingCache, texts: Sequence[str]) -> Matrix:
-    """``embedder.embed_documents(texts)``, calling the provider only for texts not in ``cache``."""
+def embed_documents_cached(
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    texts: Sequence[str],
+    *,
+    store: Callable[[str, int, list[tuple[str, Vector]]], object] | None = None,
+) -> Matrix:
+    """``embedder.embed_documents(texts)``, calling the provider only for texts not in ``cache``.
+    Fresh vectors go to ``store(model_id, dim, pairs)`` (default: ``cache.put_many``)."""
     model_id, dim = embedder.model_id, embedder.dim
     hits = cache.get_many(model_id, texts)
     missing = list(dict.fromkeys(t for t in texts if t not in hits))
     if missing:
         fresh = embedder.embed_documents(missing)
-        cache.put_many(model_id, dim, zip(missing, fresh, strict=True))
+        (store or cache.put_many)(model_id, dim, list(zip(missing, fresh, strict=True)))
         hits.update(zip(missing, fresh, strict=True))
     out = np.zeros((len(texts), dim), dtype=np.float32)
     for i, text in enumerate(texts):

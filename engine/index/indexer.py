@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.embed.base import Embedder, ProviderStatus
+from engine.embed.base import Embedder, ProviderStatus, Vector
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
 from engine.index import docs as D
 from engine.index.db import IndexDB
@@ -138,6 +139,10 @@ class Indexer:
         self._paths: dict[str, list[str]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
+        # Orders the cache's forgetting (after a permanent deletion) with storing fresh vectors: a
+        # text read for embedding before a deletion must not land in the cache after it.
+        self._forgetting = threading.Lock()
+        self._forgotten = 0  # how many times the cache forgot; an embedding round notes it first
         self._idle = threading.Condition()
         self._busy = True
         self._threads: list[threading.Thread] = []
@@ -334,9 +339,26 @@ class Indexer:
             self._reindex_item(memory_id)
         if memory_id in self.ws.deleted:
             self.db.purge()
-            if self.cache is not None:
-                self.cache.keep_only(self.db.texts())
+            self._forget_cached()
         self._wake.set()
+
+    def _forget_cached(self) -> None:
+        """Drop every cached vector whose text is no longer indexed (after a permanent deletion)."""
+        if self.cache is None:
+            return
+        with self._forgetting:
+            self._forgotten += 1
+            self.cache.keep_only(self.db.texts())
+
+    def _cache_vectors(self, since: int, model_id: str, dim: int, pairs: list[tuple[str, Vector]]) -> None:
+        """Store fresh vectors in the cache — if the cache forgot anything since the round began
+        (``since``), only those whose text is still indexed: the deleted one's were read before."""
+        assert self.cache is not None
+        with self._forgetting:
+            if self._forgotten != since:
+                indexed = self.db.texts()
+                pairs = [(text, vector) for text, vector in pairs if text in indexed]
+            self.cache.put_many(model_id, dim, pairs)
 
     def _current_item(self, memory_id: str) -> D.Item | None:
         note = self.ws.notes.get(memory_id)
@@ -439,12 +461,15 @@ class Indexer:
     # -- background embedding ----------------------------------------------------------------------
 
     def _embed(self, table: str) -> int:
+        with self._forgetting:
+            since = self._forgotten  # noted BEFORE the texts are read (see _cache_vectors)
         rows = self.db.pending(table, _BATCH)
         if not rows:
             return 0
         texts = [t for _, t in rows]
         if self.cache is not None:
-            vectors = embed_documents_cached(self.embedder, self.cache, texts)
+            store = functools.partial(self._cache_vectors, since)
+            vectors = embed_documents_cached(self.embedder, self.cache, texts, store=store)
         else:
             vectors = self.embedder.embed_documents(texts)
         self.db.put_vectors(table, [(r, t, v) for (r, t), v in zip(rows, vectors, strict=True)])

@@ -36,6 +36,8 @@ class GatedEmbedder:
     def __init__(self, inner: Embedder = EMBEDDER) -> None:
         self.inner = inner
         self.gate = threading.Event()
+        self.entered = threading.Event()  # set once a call is waiting at the gate
+        self.waiting: list[str] = []  # the texts of the calls that reached the gate
         self.calls = 0
 
     @property
@@ -51,6 +53,8 @@ class GatedEmbedder:
         return self.inner.dim
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        self.waiting.extend(texts)
+        self.entered.set()
         if not self.gate.wait(30):
             raise TimeoutError("the test never opened the gate")
         self.calls += len(texts)
