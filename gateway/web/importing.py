@@ -86,10 +86,12 @@ async def start(
                 return
             if result is None:
                 return
-            if result["kind"] == "restore":
-                await parts.supervisor.stop(workspace.id, reason="restore")  # next call reads it afresh
-            finished(result)
-            _tell(send, {"result": result})
+            try:
+                if result["kind"] == "restore":
+                    await parts.supervisor.stop(workspace.id, reason="restore")  # next call reads it afresh
+                finished(result)
+            finally:
+                _tell(send, {"result": result})  # it was imported, whatever happens here
 
     parts.supervisor.spawn(relay)
     try:
