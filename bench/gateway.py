@@ -566,17 +566,30 @@ def report(m: Measured) -> dict[str, str]:
     return rows
 
 
+_TARGET = re.compile(r"target ≤ ([0-9.]+)")
+
+
+def met(metric: str, value: str) -> str:
+    """``yes`` / ``no`` for a row whose label names a target (``target ≤ N``): its first figure
+    against N; empty for a row without one."""
+    target, figure = _TARGET.search(metric), re.match(r"\s*(-?[0-9.]+)", value)
+    if target is None or figure is None:
+        return ""
+    return "yes" if float(figure.group(1)) <= float(target.group(1)) else "no"
+
+
 def table(rows: dict[str, str], calls: int) -> str:
     lines = [
         HEADING,
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (load average "
         f"{os.getloadavg()[0]:.1f} when it finished), {calls} calls per figure, loopback HTTP, "
-        "MCP 2026-07-28 client; `python -m bench.gateway` to repeat.",
+        "MCP 2026-07-28 client; `python -m bench.gateway` to repeat. Figures before and after "
+        'each change to these costs: "Costs that stay flat and small" below.',
         "",
-        "| metric | value |",
-        "|---|---|",
-        *(f"| {k} | {v} |" for k, v in rows.items()),
+        "| metric | value | met? |",
+        "|---|---|---|",
+        *(f"| {k} | {v} | {met(k, v)} |" for k, v in rows.items()),
         "",
     ]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gateway import HEADING, main, write_section
+from bench.gateway import HEADING, main, met, write_section
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
@@ -54,3 +54,11 @@ def test_the_engine_cpu_mode_prints_cpu_per_call(capsys: pytest.CaptureFixture[s
         row = next(line for line in out.splitlines() if line.startswith(f"| `{tool}` engine CPU per call"))
         loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
         assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
+
+
+def test_met_compares_a_rows_first_figure_with_the_target_in_its_label() -> None:
+    assert met("`remember` engine socket overhead at p50 (ms; target ≤ 2)", "1.40") == "yes"
+    assert met("`remember` engine socket overhead at p50 (ms; target ≤ 2)", "18.06") == "no"
+    assert met("cold start, p50 / max of 5 (ms; target ≤ 1000)", "1446 / 1857") == "no"
+    assert met("gateway overhead (ms; target ≤ 3)", "-0.5") == "yes"
+    assert met("`remember` p50 / p95 in-process (ms)", "16.23 / 47.66") == ""  # no target
