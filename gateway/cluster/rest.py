@@ -29,6 +29,7 @@ from gateway.edge.proxy import (
     Receive,
     Scope,
     Send,
+    read_all,
     refused_between_nodes,
     send_error,
 )
@@ -37,7 +38,6 @@ from gateway.errors import (
     GatewayError,
     NodeUnavailable,
     NotFound,
-    PayloadTooLarge,
 )
 
 API_PREFIX = "/api/v1/"
@@ -53,21 +53,6 @@ def relayed_headers(raw: hdr.RawHeaders) -> hdr.RawHeaders:
 def _query(scope: Scope) -> str:
     raw = bytes(scope.get("query_string", b""))
     return "?" + raw.decode("latin-1") if raw else ""
-
-
-async def read_all(receive: Receive, limit: int) -> bytes:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = bytes(message.get("body", b""))
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 class RestForwarding:

@@ -123,6 +123,23 @@ def refused_between_nodes(upstream: httpx.Response) -> None:
         )
 
 
+async def read_all(receive: Receive, limit: int) -> bytes:
+    """The whole request body, refused with 413 once it passes ``limit`` bytes (whatever the
+    Content-Length said); :class:`ClientGone` when the client hangs up first."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 class McpProxy:
     def __init__(
         self,
@@ -333,18 +350,7 @@ class McpProxy:
         declared = hdr.get(raw_headers, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk = bytes(message.get("body", b""))
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise PayloadTooLarge(f"request bodies are limited to {self.max_body_bytes} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        return await read_all(receive, self.max_body_bytes)
 
     async def touch(self, connection_id: str) -> None:
         """Record the connection's last use — at most once a minute, off the event loop (REST
