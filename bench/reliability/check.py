@@ -16,19 +16,31 @@ from bench.reliability import disk
 from bench.reliability.workload import LIVE, RETIRED, Journal, Memory
 
 
-def check_disk(root: Path, journal: Journal) -> list[str]:
+def _unfinished_move(root: Path, paths: list[Path]) -> bool:
+    """A log entry in the live and the retired day file of the same day: a retire or restore that a
+    crash interrupted between its two file writes — the documented state (docs/store-format.md,
+    "Moving a log entry") that the engine repairs when it next loads the workspace."""
+    found = sorted(str(p.relative_to(root)) for p in paths)
+    return len(found) == 2 and found[1] == f"retired/{found[0]}" and found[0].startswith("logs/")
+
+
+def check_disk(root: Path, journal: Journal, *, after_crash: bool = False) -> list[str]:
+    """``after_crash``: the engine was killed and has not loaded the workspace since, so a log
+    entry left in both day files by an interrupted move is expected (not yet repaired)."""
     store = disk.scan(root)
     problems: list[str] = []
     for event_id, found in store.events.items():
         if len(found) > 1:
             problems.append(f"ledger event {event_id} appears {len(found)} times")
     for memory_id, paths in [*store.notes.items(), *store.logs.items()]:
+        if after_crash and memory_id in store.logs and _unfinished_move(root, paths):
+            continue
         if len(paths) > 1:
             problems.append(
                 f"{memory_id} is in {len(paths)} files: {[str(p.relative_to(root)) for p in paths]}"
             )
     for memory in journal.memories.values():
-        problems += _memory_on_disk(root, store, memory)
+        problems += _memory_on_disk(root, store, memory, after_crash=after_crash)
     for write in journal.unsure_new:
         if write.kind == "note":
             holders = [p for p, text in store.note_text.items() if write.value in text]
@@ -41,7 +53,7 @@ def check_disk(root: Path, journal: Journal) -> list[str]:
     return problems
 
 
-def _memory_on_disk(root: Path, store: disk.Store, memory: Memory) -> list[str]:
+def _memory_on_disk(root: Path, store: disk.Store, memory: Memory, *, after_crash: bool) -> list[str]:
     problems: list[str] = []
     for acked in memory.acked:
         if acked.event_id is None or (memory.kind != "fact" and acked.action == "store"):
@@ -64,6 +76,11 @@ def _memory_on_disk(root: Path, store: disk.Store, memory: Memory) -> list[str]:
     states, values = memory.states(), memory.values()
     if memory.kind in ("note", "log"):
         paths = (store.notes if memory.kind == "note" else store.logs).get(memory.id, [])
+        if after_crash and memory.kind == "log" and _unfinished_move(root, paths):
+            # which copy counts is settled when the engine next loads (checked after the restart)
+            if store.log_text[memory.id] not in values:
+                problems.append(f"{memory.id} reads {store.log_text[memory.id][:60]!r} on disk")
+            return problems
         if len(paths) != 1:
             problems.append(f"acknowledged {memory.kind} {memory.id} is in {len(paths)} files")
             return problems

@@ -87,7 +87,9 @@ async def _lone_engine_trials(
 
         await run_writers(ws, lambda _name: engine.connect, killed.is_set, during=killer)
         out.trials, out.kills = out.trials + 1, out.kills + 1
-        out.problems += [f"after kill (disk): {p}" for p in check_disk(engine.workspace, out.journal)]
+        out.problems += [
+            f"after kill (disk): {p}" for p in check_disk(engine.workspace, out.journal, after_crash=True)
+        ]
         engine.start()
         async with engine.connect() as client:
             found = await check_tools(client, out.journal)
@@ -151,7 +153,10 @@ async def kill_gateway(root: Path, trials: int, rng: random.Random, *, writers: 
 
             await run_writers(ws, lambda _name: lambda: gw.connect(token), killed.is_set, during=killer)
             out.trials, out.kills = out.trials + 1, out.kills + 1
-            out.problems += [f"after kill (disk): {p}" for p in check_disk(gw.workspace(token), out.journal)]
+            out.problems += [
+                f"after kill (disk): {p}"
+                for p in check_disk(gw.workspace(token), out.journal, after_crash=True)
+            ]
             gw.start()
             async with gw.connect(token) as client:
                 found = await check_tools(client, out.journal)
