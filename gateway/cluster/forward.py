@@ -20,6 +20,7 @@ from gateway.cluster.placement import Forward
 from gateway.cluster.router import Router
 from gateway.control.store import Principal
 from gateway.edge import headers as hdr
+from gateway.errors import NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.
 INTERNAL_MCP_PATH = "/internal/v1/mcp"
@@ -28,6 +29,14 @@ INTERNAL_REST_PREFIX = "/internal/v1/rest"
 #: The ASGI scope key of a call the edge node authenticated: the principal it speaks for. Only
 #: server code sets scope keys; a client cannot.
 FORWARDED_PRINCIPAL = "almanac.forwarded_principal"
+
+
+def unreachable(where: Forward, retry_after: float) -> Callable[[], NodeUnavailable]:
+    """The refusal for a forwarded call whose node does not answer (503 + Retry-After)."""
+    return lambda: NodeUnavailable(
+        f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
+        retry_after=retry_after,
+    )
 
 
 def forwarded_headers(raw_headers: hdr.RawHeaders, signed: signing.Signed) -> hdr.RawHeaders:

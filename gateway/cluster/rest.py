@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.cluster import signing
-from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink
+from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink, unreachable
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.store import Principal
@@ -108,10 +108,7 @@ class RestForwarding:
             receive,
             send,
             on_response=refused_between_nodes,
-            unreachable=lambda: NodeUnavailable(
-                f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
-                retry_after=self.proxy.retry_after,
-            ),
+            unreachable=unreachable(where, self.proxy.retry_after),
             response_headers=relayed_headers,
         )
 

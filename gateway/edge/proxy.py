@@ -24,7 +24,7 @@ import httpx
 
 from gateway import logs
 from gateway.auth.tokens import parse_bearer
-from gateway.cluster.forward import ClusterLink
+from gateway.cluster.forward import ClusterLink, unreachable
 from gateway.cluster.placement import Forward, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.oauth import iso
@@ -252,10 +252,7 @@ class McpProxy:
                     receive,
                     send,
                     on_response=refused_between_nodes,
-                    unreachable=lambda: NodeUnavailable(
-                        f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
-                        retry_after=self.retry_after,
-                    ),
+                    unreachable=unreachable(where, self.retry_after),
                 )
                 return
             if isinstance(where, Unavailable):
