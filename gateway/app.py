@@ -211,6 +211,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         parts.store.register_node(node.name, node.advertise_url, now=clock())
         parts.store.heartbeat(node.name, now=clock(), lease=node.lease)  # back: its leases hold again
     link = cluster_link(settings, parts, node, clock)
+    moves = None if link is None else MoveEndpoints(link, parts.supervisor, parts.store, clock=clock)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
     store = parts.store
@@ -288,7 +289,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             if parts.embedder is not None:
                 tg.start_soon(parts.embedder.run)
             if node is not None:
-                tg.start_soon(keep_alive, parts.store, node, clock)
+                tg.start_soon(keep_alive, parts.store, node, clock, None if moves is None else moves.tend)
             async with parts.supervisor:
                 yield
             tg.cancel_scope.cancel()
@@ -304,10 +305,10 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     internal: list[BaseRoute] = []
     middleware = [Middleware(ForgetAfterChanges, cache=principals)]
     rest_body_limit = max(settings.max_body_bytes, settings.import_max_bytes)
-    if link is not None:
+    if link is not None and moves is not None:
         internal = [
             Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
-            *MoveEndpoints(link, parts.supervisor, parts.store.placement, clock=clock).routes(),
+            *moves.routes(),
             Route(
                 INTERNAL_REST_PREFIX + "/{rest:path}",
                 InternalRest(

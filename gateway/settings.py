@@ -49,6 +49,9 @@ class Settings:
     advertise_url: str | None = None
     node_heartbeat_interval: float = field(default=5.0, metadata={"min": 0.05})
     placement_lease: float = field(default=30.0, metadata={"min": 0.1})
+    move_timeout: float = field(
+        default=60.0, metadata={"min": 0.5}
+    )  # a move not advanced this long is called off
     cluster_secret: str | None = None  # signs calls between nodes; the same on every node
     # the HTTP server
     host: str = "127.0.0.1"

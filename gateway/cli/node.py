@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
+from gateway.cluster.journal import stale_copies
 from gateway.cluster.placement import is_live
 
 
@@ -49,3 +50,16 @@ def node_drain(name: str, undo: bool, data_dir: Path | None, config_file: Path |
         (found,) = [n for n in store.nodes() if n.name == name]
     state = "accepts new workspaces again" if undo else "is draining: no new workspaces are placed on it"
     click.echo(f"node {name!r} {state}; {found.workspaces} workspace(s) placed on it", err=True)
+
+
+@node.command("stale")
+@data_dir_option
+@config_option
+@reports_errors
+def node_stale(data_dir: Path | None, config_file: Path | None) -> None:
+    """List the folders nodes keep that are no longer (or never were) a workspace's data, left by
+    moves: node, workspace, move, why (and what removes it)."""
+    with control_plane(config_file, data_dir) as store:
+        records = store.moves_leaving_copies()
+    for copy in stale_copies(records):
+        click.echo(f"{copy.node}\t{copy.workspace_id}\t{copy.move_id}\t{copy.why}")

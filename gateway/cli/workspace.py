@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster.mover import move
+from gateway.cluster import mover
+from gateway.cluster.journal import describe
+from gateway.cluster.mover import MoveConfig
+from gateway.control.oauth import iso
 from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
 from gateway.errors import ConfigError
@@ -65,32 +71,88 @@ def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: P
 @workspace.command("move")
 @click.argument("name")
 @click.option("--owner", "email", required=True, help="The owner's email.")
-@click.option("--to", "target", required=True, help="The node to move the workspace to.")
+@click.option("--to", "target", default=None, help="The node to move the workspace to.")
+@click.option("--status", is_flag=True, help="Show the workspace's moves and what each left to do.")
+@click.option(
+    "--finish",
+    is_flag=True,
+    help="Complete the last move, which switched the workspace but kept the old copy: delete that copy "
+    "once the new node has served the workspace.",
+)
 @data_dir_option
 @config_option
 @reports_errors
 def workspace_move(
-    name: str, email: str, target: str, data_dir: Path | None, config_file: Path | None
+    name: str,
+    email: str,
+    target: str | None,
+    status: bool,
+    finish: bool,
+    data_dir: Path | None,
+    config_file: Path | None,
 ) -> None:
     """Move a workspace to another node: drain it, copy its folder node to node, verify every
     file's SHA-256, switch it over, and delete the old copy once the new node serves it.
 
+    A move whose command stops before the switch is called off after move_timeout (the workspace is
+    served where it was); one that stops after it keeps the old copy until --finish.
     Needs the shared control plane (database_url) and the nodes' cluster_secret."""
+    if sum((target is not None, status, finish)) != 1:
+        raise click.UsageError("give exactly one of --to NODE, --status or --finish")
     settings = make_settings(config_file, data_dir=data_dir)
     if settings.database_url is None or settings.cluster_secret is None:
         raise ConfigError(
             "moving a workspace needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
             "and ALMANAC_CLUSTER_SECRET as on the nodes"
         )
+    config = MoveConfig(
+        secret=settings.cluster_secret,
+        lease=settings.placement_lease,
+        heartbeat_timeout=settings.placement_lease,
+        timeout=settings.move_timeout,
+    )
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
-        report = move(
-            store,
-            ws.id,
-            target,
-            secret=settings.cluster_secret,
-            lease=settings.placement_lease,
-            heartbeat_timeout=settings.placement_lease,
-            say=lambda line: click.echo(line, err=True),
-        )
+        if status:
+            placement = store.placement(ws.id)
+            where = "nowhere yet" if placement is None else placement.node
+            if placement is not None and placement.moving_to is not None:
+                where += f" (moving to {placement.moving_to})"
+            click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
+            for record in store.moves_of(ws.id):
+                click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
+            return
+        if finish:
+            done = mover.finish(store, ws.id, config, say=say)
+            click.echo(
+                f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
+                f"the old copy on {done.source} is deleted",
+                err=True,
+            )
+            return
+        assert target is not None
+        report = mover.move(store, ws.id, target, config, say=say, pause=_test_pause())
     click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)
+
+
+#: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (released, copied, flipped, served), create
+#: ``FILE.reached`` and wait until FILE exists — so a test can kill the command at that seam.
+TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
+
+
+def _test_pause() -> Callable[[str], None]:
+    wanted = os.environ.get(TEST_PAUSE_ENV, "")
+    if ":" not in wanted:
+        return mover.no_pause
+    seam, file = wanted.split(":", 1)
+
+    def pause(at: str) -> None:
+        if at != seam:
+            return
+        Path(file + ".reached").write_text(at)
+        deadline = time.monotonic() + 600
+        while not Path(file).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    return pause

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from typing import Any, Protocol
 import httpx
 
 from gateway.cluster import manifest, signing
+from gateway.cluster.journal import MoveRecord, State, finish_problem
 from gateway.cluster.placement import Node, Placement, is_live
-from gateway.errors import BadRequest, MoveFailed
+from gateway.errors import BadRequest, GatewayError, MoveFailed
 
 _TIMEOUT = httpx.Timeout(30.0, read=600.0)
 #: How long the target node is asked to start the moved workspace before the move gives up (seconds).
@@ -40,11 +42,29 @@ class _Plane(Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
-    def begin_move(self, workspace_id: str, source: str, target: str) -> None: ...
-    def finish_move(
-        self, workspace_id: str, source: str, target: str, *, now: float, lease: float
+    def move_record(self, move_id: str) -> MoveRecord | None: ...
+    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
+    def begin_move(
+        self, workspace_id: str, source: str, target: str, *, now: float, timeout: float
+    ) -> MoveRecord: ...
+    def advance_move(
+        self, move_id: str, *, now: float, timeout: float, state: State | None = None
     ) -> None: ...
-    def abort_move(self, workspace_id: str, source: str) -> None: ...
+    def finish_move(self, move: MoveRecord, *, now: float, lease: float) -> None: ...
+    def abort_move(self, move: MoveRecord, *, now: float, reason: str) -> bool: ...
+    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
+
+
+@dataclass(frozen=True)
+class MoveConfig:
+    secret: str  # the nodes' cluster_secret
+    lease: float  # a placement's lease (the target's starts at the flip)
+    heartbeat_timeout: float  # a node not heard from for this long is down
+    timeout: float  # move_timeout: a move not advanced for this long is called off by its source
+
+
+def no_pause(seam: str) -> None:
+    """The default: no pause between steps (tests pause at a seam to kill the command there)."""
 
 
 @dataclass(frozen=True)
@@ -99,16 +119,26 @@ class _Nodes:
         self.http.close()
 
 
+def _live_nodes(
+    store: _Plane, config: MoveConfig, clock: Callable[[], float], *names: str
+) -> dict[str, Node]:
+    nodes = {n.name: n for n in store.nodes()}
+    for name in names:
+        node = nodes.get(name)
+        if node is None or not is_live(node, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
+            raise BadRequest(f"node {name!r} has not been heard from; start it again first (nothing changed)")
+    return nodes
+
+
 def move(
     store: _Plane,
     workspace_id: str,
     target_name: str,
+    config: MoveConfig,
     *,
-    secret: str,
-    lease: float,
-    heartbeat_timeout: float,
     clock: Callable[[], float] = time.time,
     say: Callable[[str], None] = lambda line: None,
+    pause: Callable[[str], None] = no_pause,
 ) -> MoveReport:
     nodes = {n.name: n for n in store.nodes()}
     target = nodes.get(target_name)
@@ -116,37 +146,90 @@ def move(
         raise BadRequest(
             f"no node named {target_name!r}; the nodes are: {', '.join(sorted(nodes)) or 'none'}"
         )
-    if not is_live(target, now=clock(), heartbeat_timeout=heartbeat_timeout):
+    if not is_live(target, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
         raise BadRequest(
             f"node {target_name!r} has not been heard from; start it before moving anything to it"
         )
     placement = store.placement(workspace_id)
     if placement is None:
-        store.place_on(workspace_id, target.name, now=clock(), lease=lease)
+        store.place_on(workspace_id, target.name, now=clock(), lease=config.lease)
         say(f"workspace {workspace_id} was on no node yet; it is placed on {target.name}")
         return MoveReport(workspace_id, None, target.name, 0, 0)
     if placement.node == target.name:
         raise BadRequest(f"workspace {workspace_id} is already on node {target.name!r}")
     source = nodes.get(placement.node)
-    if source is None or not is_live(source, now=clock(), heartbeat_timeout=heartbeat_timeout):
+    if source is None or not is_live(source, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
         raise BadRequest(
             f"node {placement.node!r}, which holds workspace {workspace_id}, has not been heard from; "
             "its files are there: start it again before moving the workspace"
         )
-    link = _Nodes(secret, clock)
+    link = _Nodes(config.secret, clock)
     try:
-        if placement.moving_to is not None:  # an earlier move stopped half-way (its command died)
-            say(f"an earlier move of {workspace_id} to {placement.moving_to} did not finish; calling it off")
-            earlier = nodes.get(placement.moving_to)
-            store.abort_move(workspace_id, source.name)
-            with contextlib.suppress(MoveFailed):
-                link.call(source, "POST", workspace_id, "resume")
-            if earlier is not None:
-                with contextlib.suppress(MoveFailed):
-                    link.call(earlier, "DELETE", workspace_id, "")
-        return _move(store, link, workspace_id, source, target, lease=lease, clock=clock, say=say)
+        if placement.moving_to is not None:
+            _call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
+        return _move(store, link, workspace_id, source, target, config, clock=clock, say=say, pause=pause)
     finally:
         link.close()
+
+
+def _call_off_lapsed(
+    store: _Plane,
+    link: _Nodes,
+    placement: Placement,
+    nodes: dict[str, Node],
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+) -> None:
+    """An earlier move is marked: refused while it may still be running (its deadline ahead), else
+    called off here (its source would do so at its next heartbeat anyway)."""
+    deadline = placement.move_deadline
+    earlier = None if placement.move_id is None else store.move_record(placement.move_id)
+    if earlier is None or (deadline is not None and deadline > clock()):
+        wait = (
+            ""
+            if deadline is None
+            else f" (called off at the latest {max(0.0, deadline - clock()):.0f} s from now)"
+        )
+        raise BadRequest(
+            f"another move of workspace {placement.workspace_id} to {placement.moving_to} is under way"
+            f"{wait}; "
+            "wait for it to end and try again"
+        )
+    say(f"an earlier move of {placement.workspace_id} to {earlier.target} stopped half-way; calling it off")
+    store.abort_move(earlier, now=clock(), reason="its command stopped advancing it before its deadline")
+    with contextlib.suppress(MoveFailed):
+        link.call(nodes[earlier.source], "POST", earlier.workspace_id, "resume")
+    if earlier.target in nodes:
+        with contextlib.suppress(MoveFailed):
+            link.call(nodes[earlier.target], "DELETE", earlier.workspace_id, "")
+            store.record_move(earlier.id, "discarded", now=clock(), note=earlier.note)
+
+
+class _Renewer:
+    """While the command works, push the move's deadline forward every quarter of ``timeout`` from
+    a thread (one long copy must not let it lapse). A killed command renews nothing: the move
+    lapses and its source calls it off."""
+
+    def __init__(self, store: _Plane, move_id: str, timeout: float, clock: Callable[[], float]) -> None:
+        self.store, self.move_id, self.timeout, self.clock = store, move_id, timeout, clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="move-renewer", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.timeout / 4):
+            try:
+                self.store.advance_move(self.move_id, now=self.clock(), timeout=self.timeout)
+            except Exception:  # called off, or the database is unreachable: the next step finds out
+                return
+
+    def __enter__(self) -> _Renewer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _move(
@@ -155,35 +238,104 @@ def _move(
     workspace_id: str,
     source: Node,
     target: Node,
+    config: MoveConfig,
     *,
-    lease: float,
     clock: Callable[[], float],
     say: Callable[[str], None],
+    pause: Callable[[str], None],
 ) -> MoveReport:
-    store.begin_move(workspace_id, source.name, target.name)
+    move = store.begin_move(workspace_id, source.name, target.name, now=clock(), timeout=config.timeout)
     say(f"draining workspace {workspace_id} on {source.name} (its calls get 503 + Retry-After meanwhile)")
     flipped = copied = False
     try:
-        released = manifest.from_json(link.call(source, "POST", workspace_id, "release")["manifest"])
-        size = sum(e.size for e in released)
-        say(f"copying {len(released)} files ({size} bytes) from {source.name} to {target.name}")
-        order = {"source": source.name, "url": source.advertise_url, "manifest": manifest.to_json(released)}
-        pulled = manifest.from_json(link.call(target, "POST", workspace_id, "pull", order)["manifest"])
-        copied = True
-        problems = manifest.differences(released, pulled)
-        if problems:
-            raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
-        say(f"verified {len(pulled)} files by SHA-256; switching the workspace to {target.name}")
-        store.finish_move(workspace_id, source.name, target.name, now=clock(), lease=lease)
-        flipped = True
-    except BaseException:
+        with _Renewer(store, move.id, config.timeout, clock):
+            released = manifest.from_json(link.call(source, "POST", workspace_id, "release")["manifest"])
+            size = sum(e.size for e in released)
+            pause("released")
+            store.advance_move(move.id, now=clock(), timeout=config.timeout)
+            say(f"copying {len(released)} files ({size} bytes) from {source.name} to {target.name}")
+            order = {
+                "source": source.name,
+                "url": source.advertise_url,
+                "manifest": manifest.to_json(released),
+            }
+            pulled = manifest.from_json(link.call(target, "POST", workspace_id, "pull", order)["manifest"])
+            copied = True
+            problems = manifest.differences(released, pulled)
+            if problems:
+                raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
+            store.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
+            pause("copied")
+            say(f"verified {len(pulled)} files by SHA-256; switching the workspace to {target.name}")
+            store.finish_move(move, now=clock(), lease=config.lease)
+            flipped = True
+    except BaseException as exc:
         if not flipped:
-            _call_off(store, link, workspace_id, source, target, copied=copied)
+            reason = exc.message if isinstance(exc, GatewayError) else f"the command stopped ({exc!r})"
+            _call_off(store, link, move, source, target, copied=copied, clock=clock, reason=reason)
         raise
-    _open(link, target, workspace_id, clock=clock)
-    say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
-    link.call(source, "DELETE", workspace_id, "")
+    pause("flipped")
+    _complete(store, link, move, source, target, clock=clock, say=say, pause=pause)
     return MoveReport(workspace_id, source.name, target.name, len(pulled), size)
+
+
+def _complete(
+    store: _Plane,
+    link: _Nodes,
+    move: MoveRecord,
+    source: Node,
+    target: Node,
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+    pause: Callable[[str], None] = no_pause,
+) -> None:
+    """After the flip: the target serves the workspace, then the source deletes its old copy. A
+    failure is noted on the move's record; ``--finish`` picks up from there."""
+    workspace_id = move.workspace_id
+    state = store.move_record(move.id)
+    try:
+        if state is None or state.state == "flipped":
+            _open(link, target, workspace_id, clock=clock)
+            store.record_move(move.id, "served", now=clock())
+        pause("served")
+        say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
+        link.call(source, "DELETE", workspace_id, "")
+    except MoveFailed as exc:
+        now = store.move_record(move.id)
+        store.record_move(move.id, "flipped" if now is None else now.state, now=clock(), note=exc.message)
+        raise MoveFailed(
+            f"{exc.message}; the workspace is switched to {target.name!r} and the old copy on "
+            f"{source.name!r} is kept: run `almanac workspace move --finish` once both nodes answer"
+        ) from exc
+    store.record_move(move.id, "cleaned", now=clock())
+
+
+def finish(
+    store: _Plane,
+    workspace_id: str,
+    config: MoveConfig,
+    *,
+    clock: Callable[[], float] = time.time,
+    say: Callable[[str], None] = lambda line: None,
+) -> MoveRecord:
+    """Complete the workspace's last move, which switched it to its target but kept the old copy:
+    the target serves it (if it has not yet), then the source deletes its copy. Refused (nothing
+    changes) unless the placement names the target and no move is under way."""
+    moves = store.moves_of(workspace_id)
+    last = moves[-1] if moves else None
+    problem = finish_problem(last, store.placement(workspace_id))
+    if problem is not None or last is None:
+        raise BadRequest(f"cannot finish a move of workspace {workspace_id}: {problem}")
+    nodes = _live_nodes(store, config, clock, last.source, last.target)
+    link = _Nodes(config.secret, clock)
+    try:
+        _complete(store, link, last, nodes[last.source], nodes[last.target], clock=clock, say=say)
+    finally:
+        link.close()
+    done = store.move_record(last.id)
+    assert done is not None
+    return done
 
 
 def _open(link: _Nodes, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
@@ -204,12 +356,22 @@ def _open(link: _Nodes, target: Node, workspace_id: str, *, clock: Callable[[], 
 
 
 def _call_off(
-    store: _Plane, link: _Nodes, workspace_id: str, source: Node, target: Node, *, copied: bool
+    store: _Plane,
+    link: _Nodes,
+    move: MoveRecord,
+    source: Node,
+    target: Node,
+    *,
+    copied: bool,
+    clock: Callable[[], float],
+    reason: str,
 ) -> None:
     """The move failed before the flip: the workspace stays on the source, served again."""
-    store.abort_move(workspace_id, source.name)
-    with contextlib.suppress(MoveFailed):  # else the source refuses it until restarted; files intact
-        link.call(source, "POST", workspace_id, "resume")
-    if copied:  # the target's copy, settled but not placed there: not the workspace's data
-        with contextlib.suppress(MoveFailed):
-            link.call(target, "DELETE", workspace_id, "")
+    if not store.abort_move(move, now=clock(), reason=reason):
+        return  # called off already (its deadline passed): the source serves it again by itself
+    with contextlib.suppress(MoveFailed):  # else the source's heartbeat resumes it
+        link.call(source, "POST", move.workspace_id, "resume")
+    with contextlib.suppress(MoveFailed):  # else the target removes it by itself
+        if copied:  # the target's copy, settled but not placed there: not the workspace's data
+            link.call(target, "DELETE", move.workspace_id, "")
+        store.record_move(move.id, "discarded", now=clock(), note=reason)

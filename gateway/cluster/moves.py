@@ -13,6 +13,12 @@ otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
 ``DELETE …``         (the source, after the target served it) delete the old copy — refused while
                      the control plane still places the workspace here;
 ``POST …/resume``    (the source, a move called off) serve the workspace here again.
+
+Besides, with every heartbeat :meth:`MoveEndpoints.tend` looks after the moves that involve this
+node, off the event loop: it calls off the moves away from here whose deadline passed (their command
+died: the workspace is served here again), stops refusing a workspace whose move has ended, and
+removes the unused copy a move called off left here (never while a move to here is under way, and
+only what :func:`~gateway.cluster.journal.stale_copy_problem` allows).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import anyio
@@ -36,6 +42,7 @@ from starlette.routing import BaseRoute, Route
 from gateway import logs
 from gateway.cluster import manifest, signing
 from gateway.cluster.forward import ClusterLink
+from gateway.cluster.journal import MoveRecord, State, stale_copy_problem
 from gateway.cluster.placement import Placement
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
@@ -44,6 +51,14 @@ from gateway.errors import AlreadyExists, BadRequest, ClusterSignatureInvalid, F
 PREFIX = "/internal/v1/workspaces/{workspace_id}"
 #: How long a release waits for the calls in flight before stopping the engine anyway (seconds).
 DRAIN_TIMEOUT_S = 30.0
+
+
+class _Journal(Protocol):
+    def placement(self, workspace_id: str) -> Placement | None: ...
+    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
+    def moves_leaving_copies(self) -> list[MoveRecord]: ...
+    def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]: ...
+    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
 
 
 def files_path(workspace_id: str, path: str) -> str:
@@ -55,13 +70,18 @@ class MoveEndpoints:
         self,
         link: ClusterLink,
         supervisor: Supervisor,
-        placement: Callable[[str], Placement | None],
+        journal: _Journal,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.link, self.supervisor, self.placement, self.clock = link, supervisor, placement, clock
+        self.link, self.supervisor, self.journal, self.clock = link, supervisor, journal, clock
+        self.placement = journal.placement
         self.root = supervisor.config.data_dir / "workspaces"
         self._log = logs.get()
+        self._locks: dict[str, anyio.Lock] = {}  # a pull and a discard of one workspace never overlap
+
+    def _lock(self, workspace_id: str) -> anyio.Lock:
+        return self._locks.setdefault(workspace_id, anyio.Lock())
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -131,25 +151,38 @@ class MoveEndpoints:
             wanted = manifest.from_json(order["manifest"])
         except (ValueError, KeyError, TypeError) as exc:
             raise BadRequest(f"a pull needs source, url and manifest: {exc}") from None
+        async with self._lock(workspace_id):
+            await self._pull(workspace_id, source, url, wanted)
         folder = self._folder(workspace_id)
-        if folder.exists() and any(folder.iterdir()):
-            raise AlreadyExists(f"node {self.link.here!r} already has a folder for workspace {workspace_id}")
-        if self.placement_here(await off_loop(self.placement, workspace_id)):
-            raise BadRequest("this node already serves the workspace; nothing to pull")
-        staging = self.root / f".incoming-{workspace_id}"
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
-        try:
-            async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
-                for entry in wanted:
-                    await self._fetch(client, workspace_id, source, url, entry, staging)
-            await anyio.to_thread.run_sync(lambda: _settle(staging, folder))
-        finally:
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
         found = await anyio.to_thread.run_sync(manifest.manifest, folder) if folder.is_dir() else ()
         logs.event(
             self._log, logging.INFO, "move.pulled", workspace=workspace_id, source=source, files=len(found)
         )
         return JSONResponse({"manifest": manifest.to_json(found)})
+
+    async def _pull(
+        self, workspace_id: str, source: str, url: str, wanted: tuple[manifest.Entry, ...]
+    ) -> None:
+        folder = self._folder(workspace_id)
+        if folder.exists() and any(folder.iterdir()):
+            raise AlreadyExists(f"node {self.link.here!r} already has a folder for workspace {workspace_id}")
+        if self.placement_here(await off_loop(self.placement, workspace_id)):
+            raise BadRequest("this node already serves the workspace; nothing to pull")
+        staging = self._staging(workspace_id)
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
+                for entry in wanted:
+                    await self._fetch(client, workspace_id, source, url, entry, staging)
+            now = await off_loop(self.placement, workspace_id)
+            if now is None or now.moving_to != self.link.here:
+                raise BadRequest("the move was called off while its files were copied; the copy is dropped")
+            await anyio.to_thread.run_sync(lambda: _settle(staging, folder))
+        finally:
+            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+
+    def _staging(self, workspace_id: str) -> Path:
+        return self.root / f".incoming-{workspace_id}"
 
     def placement_here(self, placement: Placement | None) -> bool:
         return placement is not None and placement.node == self.link.here and placement.moving_to is None
@@ -209,15 +242,58 @@ class MoveEndpoints:
 
     async def delete(self, request: Request) -> Response:
         workspace_id, _ = await self._verified(request)
-        placement = await off_loop(self.placement, workspace_id)
-        if placement is None or placement.node == self.link.here:
-            raise Forbidden("the control plane still places this workspace here; its folder stays")
-        await self.supervisor.restart(workspace_id, reason="moved")
-        folder = self._folder(workspace_id)
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
-        self.link.router.unhold(workspace_id)
+        async with self._lock(workspace_id):
+            problem = await self._drop_problem(workspace_id)
+            if problem is not None:
+                raise Forbidden(problem)
+            await self._drop(workspace_id)
         logs.event(self._log, logging.INFO, "move.deleted_old_copy", workspace=workspace_id)
         return JSONResponse({"deleted": workspace_id, "node": self.link.here})
+
+    async def _drop_problem(self, workspace_id: str) -> str | None:
+        def read() -> str | None:
+            placement = self.journal.placement(workspace_id)
+            return stale_copy_problem(self.journal.moves_of(workspace_id), placement, self.link.here)
+
+        return await off_loop(read)
+
+    async def _drop(self, workspace_id: str) -> None:
+        """Delete this node's stale copy (checked by the caller, under the workspace's lock)."""
+        await self.supervisor.restart(workspace_id, reason="moved")
+        folder, staging = self._folder(workspace_id), self._staging(workspace_id)
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
+        await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+        self.link.router.unhold(workspace_id)
+
+    async def tend(self) -> None:
+        """One round of looking after this node's moves (every heartbeat; see the module's doc)."""
+        here = self.link.here
+        for move in await off_loop(lambda: self.journal.call_off_lapsed_moves(here, now=self.clock())):
+            self.link.router.unhold(move.workspace_id)  # served here again
+            logs.event(
+                self._log, logging.WARNING, "move.called_off", workspace=move.workspace_id, move=move.id
+            )
+        for workspace_id in self.link.router.held:
+            placement = await off_loop(self.placement, workspace_id)
+            if placement is None or placement.moving_to is None:  # its move ended (called off or switched)
+                self.link.router.unhold(workspace_id)
+        for move in await off_loop(self.journal.moves_leaving_copies):
+            if move.state == "called_off" and move.target == here:
+                await self._discard(move)
+
+    async def _discard(self, move: MoveRecord) -> None:
+        """Remove the unused copy a move called off left here, if it is still the last move."""
+        workspace_id = move.workspace_id
+        async with self._lock(workspace_id):
+            if await self._drop_problem(workspace_id) is not None:
+                if self._folder(workspace_id).exists() or self._staging(workspace_id).exists():
+                    return  # a later move governs this folder
+            else:
+                await self._drop(workspace_id)
+            await off_loop(
+                lambda: self.journal.record_move(move.id, "discarded", now=self.clock(), note=move.note)
+            )
+        logs.event(self._log, logging.INFO, "move.discarded_copy", workspace=move.workspace_id, move=move.id)
 
 
 def _settle(staging: Path, folder: Path) -> None:

@@ -43,6 +43,8 @@ class Placement:
     node: str
     lease_expires_at: float  # epoch seconds
     moving_to: str | None = None  # a move to that node is under way: nobody serves it meanwhile
+    move_id: str | None = None  # that move's record (gateway.cluster.journal)
+    move_deadline: float | None = None  # the move is called off if its command has not advanced it by then
 
 
 @dataclass(frozen=True)

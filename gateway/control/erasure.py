@@ -99,6 +99,10 @@ class ErasureQueries:
                 "DELETE FROM placements WHERE workspace_id IN (SELECT id FROM workspaces WHERE owner_id = ?)",
                 (owner_id,),
             )
+            self._db.execute(
+                "DELETE FROM moves WHERE workspace_id IN (SELECT id FROM workspaces WHERE owner_id = ?)",
+                (owner_id,),
+            )
             delete("workspaces", "DELETE FROM workspaces WHERE owner_id = ?", (owner_id,))
             self._db.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
             self._db.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))

@@ -83,13 +83,16 @@ class NodeQueries:
 
     def placement(self: _Plane, workspace_id: str) -> Placement | None:
         row = self._db.execute(
-            "SELECT workspace_id, node, lease_expires_at, moving_to FROM placements WHERE workspace_id = ?",
+            "SELECT workspace_id, node, lease_expires_at, moving_to, move_id, move_deadline FROM placements "
+            "WHERE workspace_id = ?",
             (workspace_id,),
         ).fetchone()
         if row is None:
             return None
         moving_to = None if row[3] is None else str(row[3])
-        return Placement(str(row[0]), str(row[1]), epoch(str(row[2])), moving_to)
+        move_id = None if row[4] is None else str(row[4])
+        deadline = None if row[5] is None else epoch(str(row[5]))
+        return Placement(str(row[0]), str(row[1]), epoch(str(row[2])), moving_to, move_id, deadline)
 
     def place_on(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
         """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served)."""
@@ -101,41 +104,6 @@ class NodeQueries:
         placed = NodeQueries.placement(self, workspace_id)
         assert placed is not None
         return placed
-
-    def begin_move(self: _Plane, workspace_id: str, source: str, target: str) -> None:
-        """Mark the workspace as moving from ``source`` to ``target``: every node refuses its calls
-        until :meth:`finish_move` or :meth:`abort_move`. Refused when it is not on ``source`` or
-        another move is under way."""
-        moved = self._db.execute(
-            "UPDATE placements SET moving_to = ? WHERE workspace_id = ? AND node = ? AND moving_to IS NULL",
-            (target, workspace_id, source),
-        ).rowcount
-        if moved == 0:
-            raise BadRequest(
-                f"workspace {workspace_id} is not on node {source!r}, or another move of it is under "
-                "way; wait for that move to end and try again"
-            )
-
-    def finish_move(
-        self: _Plane, workspace_id: str, source: str, target: str, *, now: float, lease: float
-    ) -> None:
-        """Flip the placement to ``target`` (its lease starts now)."""
-        flipped = self._db.execute(
-            "UPDATE placements SET node = ?, moving_to = NULL, lease_expires_at = ?, placed_at = ? "
-            "WHERE workspace_id = ? AND node = ? AND moving_to = ?",
-            (target, iso(now + lease), iso(now), workspace_id, source, target),
-        ).rowcount
-        if flipped == 0:
-            raise BadRequest(
-                f"the move of workspace {workspace_id} to node {target!r} is no longer under way"
-            )
-
-    def abort_move(self: _Plane, workspace_id: str, source: str) -> None:
-        """Call a move off: the workspace stays on ``source`` and is served there again."""
-        self._db.execute(
-            "UPDATE placements SET moving_to = NULL WHERE workspace_id = ? AND node = ?",
-            (workspace_id, source),
-        )
 
     def place(
         self: _Plane, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float

@@ -25,6 +25,7 @@ from gateway.control.db import (
 )
 from gateway.control.erasure import ErasureQueries
 from gateway.control.migrate import load_migrations, migrate
+from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
@@ -129,7 +130,7 @@ def _client_name(metadata: object) -> str | None:
     return None if name is None else str(name)
 
 
-class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries):
+class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries):
     def __init__(self, db: Database) -> None:
         self._db = db
 

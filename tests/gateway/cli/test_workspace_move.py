@@ -54,6 +54,13 @@ def test_a_move_needs_the_nodes_control_plane_and_secret_and_live_nodes(
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-b")
         assert code == 1 and "has not been heard from" in err
         assert store.placement(ada) is None  # nothing changed
+        code, err = _move(data_dir, env, "--owner", "ada@example.com")
+        assert code == 2 and "exactly one of --to NODE, --status or --finish" in err
+        code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-a", "--finish")
+        assert code == 2 and "exactly one of" in err
+        code, err = _move(data_dir, env, "--owner", "ada@example.com", "--finish")
+        assert code == 1 and "never moved; there is nothing to finish" in err
+        assert store.placement(ada) is None and store.moves_of(ada) == []  # nothing changed
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-a")
         assert code == 0, err
         assert store.placement(ada).node == "node-a"  # type: ignore[union-attr]  # placed, nothing to copy

@@ -127,9 +127,9 @@ async def test_a_workspace_being_moved_is_refused_everywhere_with_a_short_retry(
     store.place_on(workspace, "node-c", now=clock.now, lease=LEASE)
     a, c = _router(store, "node-a", clock), _router(store, "node-c", clock)
     assert await c.route(workspace) == Local()
-    store.begin_move(workspace, "node-c", "node-a")
+    move = store.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
     with pytest.raises(BadRequest, match="another move"):
-        store.begin_move(workspace, "node-c", "node-a")
+        store.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
     for router in (a, c):
         router.forget()
         where = await router.route(workspace)
@@ -137,17 +137,19 @@ async def test_a_workspace_being_moved_is_refused_everywhere_with_a_short_retry(
         with pytest.raises(WorkspaceMoving) as refused:
             await router.require_local(workspace)
         assert refused.value.headers() == {"Retry-After": "1"}
-    store.abort_move(workspace, "node-c")  # called off: served where it was
+    assert store.abort_move(move, now=clock.now, reason="a test")  # called off: served where it was
     c.forget()
     assert await c.route(workspace) == Local()
-    store.begin_move(workspace, "node-c", "node-a")
-    store.finish_move(workspace, "node-c", "node-a", now=clock.now, lease=LEASE)
+    again = store.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
+    with pytest.raises(BadRequest, match="no longer under way"):  # the move called off cannot flip it
+        store.finish_move(move, now=clock.now, lease=LEASE)
+    store.finish_move(again, now=clock.now, lease=LEASE)
     a.forget()
     c.forget()
     assert await a.route(workspace) == Local()
     assert await c.route(workspace) == Forward("node-a", "http://node-a:8080")
     with pytest.raises(BadRequest, match="no longer under way"):
-        store.finish_move(workspace, "node-c", "node-a", now=clock.now, lease=LEASE)
+        store.finish_move(again, now=clock.now, lease=LEASE)
 
 
 @pytest.mark.req("run:scale-out")

@@ -24,6 +24,7 @@ from gateway.cluster import signing
 from gateway.cluster.forward import INTERNAL_MCP_PATH
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
+from gateway.errors import BadRequest
 from tests.gateway.e2e import Gateway, connect, data, files_containing, start_gateway, wait_for
 from tests.pg import PostgresServer
 
@@ -415,26 +416,43 @@ async def test_a_workspace_moved_from_c_to_a_under_a_stream_of_writes_loses_none
 
 
 @pytest.mark.req("run:scale-out")
-async def test_a_move_stopped_half_way_refuses_calls_until_the_next_move_calls_it_off(
+async def test_a_move_stopped_half_way_is_called_off_by_its_source_at_its_deadline(
     cluster: Cluster, tokens: dict[str, str]
 ) -> None:
+    """A move marked in the control plane whose command then died (nothing advances it): refused
+    everywhere until its deadline, then node A (which holds it) calls it off and serves it again; the
+    move cannot be flipped afterwards, and the next move of it goes through."""
     a, b, c = (cluster.nodes[n] for n in NAMES)
     token = tokens["ada@example.com"]
     workspace = cluster.workspace_id("ada@example.com")
     assert cluster.node_of(workspace) == "node-a"
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        store.begin_move(workspace, "node-a", "node-b")  # as a `workspace move` that died right after
+        stopped = store.begin_move(workspace, "node-a", "node-b", now=time.time(), timeout=3.0)
+
+        def all_refused() -> bool:
+            return all(_call(edge, token).status_code == 503 for edge in (a, b, c))
+
+        wait_for(all_refused, timeout=10, what="every node to refuse the workspace being moved")
+        refused = _call(c, token)
+        assert refused.json()["error"]["code"] == "workspace_moving"
+        assert refused.headers["retry-after"] == "1"
+        wait_for(
+            lambda: all(_call(edge, token).status_code == 200 for edge in (a, b, c)),
+            timeout=20,
+            what="node-a to call the lapsed move off and serve the workspace again",
+        )
+        assert cluster.node_of(workspace) == "node-a"
+        called_off = store.move_record(stopped.id)
+        assert called_off is not None and called_off.state in ("called_off", "discarded")
+        assert "stopped advancing" in called_off.note
+        with pytest.raises(BadRequest, match="no longer under way"):  # a late flip changes nothing
+            store.finish_move(stopped, now=time.time(), lease=2.0)
+        assert cluster.node_of(workspace) == "node-a"
+        kinds = [e.kind for e in store.audit_events(limit=20) if e.workspace_id == workspace]
+        assert {"workspace.move.begin", "workspace.move.call_off"} <= set(kinds)
     finally:
         store.close()
-
-    def all_refused() -> bool:
-        return all(_call(edge, token).status_code == 503 for edge in (a, b, c))
-
-    wait_for(all_refused, timeout=10, what="every node to refuse the workspace being moved")
-    refused = _call(c, token)
-    assert refused.json()["error"]["code"] == "workspace_moving"
-    assert refused.headers["retry-after"] == "1"
     b.cli_env["ALMANAC_CLUSTER_SECRET"] = SECRET
     await anyio.to_thread.run_sync(
         lambda: b.cli("workspace", "move", "default", "--owner", "ada@example.com", "--to", "node-b")

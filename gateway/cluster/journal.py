@@ -1,0 +1,130 @@
+"""The record of moves (issue 15 item 3): how far each move of a workspace got, and what that
+leaves to do. Pure functions over frozen records; the SQL is :mod:`gateway.control.moves`.
+
+A move goes ``draining`` (begun: the workspace is refused everywhere, the source releases it) →
+``copied`` (the target holds a checked copy) → ``flipped`` (the placement names the target) →
+``served`` (the target started the workspace on its copy) → ``cleaned`` (the source's old copy is
+deleted). A move stopped before the flip is ``called_off`` (by its command, or by the source node
+once the move's deadline passed), then ``discarded`` once the target removed its unused copy.
+
+What is left on disk follows from the state: a ``flipped`` or ``served`` move leaves the old copy on
+the source (``almanac workspace move --finish`` deletes it); a ``called_off`` one may leave an unused
+copy on the target (that node removes it by itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.cluster.placement import Placement
+
+State = Literal["draining", "copied", "flipped", "served", "cleaned", "called_off", "discarded"]
+#: Under way: the workspace is refused everywhere while the move holds one of these.
+UNDER_WAY: tuple[State, ...] = ("draining", "copied")
+#: Switched to the target, the old copy still on the source.
+OLD_COPY_KEPT: tuple[State, ...] = ("flipped", "served")
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    id: str
+    workspace_id: str
+    source: str
+    target: str
+    state: State
+    began_at: float  # epoch seconds
+    updated_at: float
+    note: str = ""  # why it was called off, or what failed after the flip
+
+
+@dataclass(frozen=True)
+class StaleCopy:
+    """A folder a node keeps that is not the workspace's data any more (or never was)."""
+
+    node: str
+    workspace_id: str
+    move_id: str
+    why: str
+
+
+def stale_copies(records: list[MoveRecord]) -> list[StaleCopy]:
+    """The copies the moves in ``records`` leave behind, by node then workspace."""
+    found = []
+    for r in records:
+        if r.state in OLD_COPY_KEPT:
+            why = f"old copy: the workspace moved to {r.target}; `almanac workspace move --finish` deletes it"
+            found.append(StaleCopy(r.source, r.workspace_id, r.id, why))
+        elif r.state == "called_off":
+            why = f"unused copy of a move called off (from {r.source}); that node removes it by itself"
+            found.append(StaleCopy(r.target, r.workspace_id, r.id, why))
+    return sorted(found, key=lambda s: (s.node, s.workspace_id))
+
+
+def finish_problem(last: MoveRecord | None, placement: Placement | None) -> str | None:
+    """Why the workspace's last move cannot be finished (its old copy deleted) now, or None.
+
+    The old copy goes only when the placement names the target and no move is under way: then the
+    target's copy is the workspace's data, and the source's is not."""
+    if last is None:
+        return "this workspace was never moved; there is nothing to finish"
+    if last.state in UNDER_WAY:
+        return (
+            f"its move to {last.target} is still under way ({last.state}); wait for it to end, or for "
+            "its deadline to pass (it is then called off)"
+        )
+    if last.state in ("called_off", "discarded"):
+        return (
+            f"its last move (to {last.target}) was called off before the switch: the workspace stayed on "
+            f"{last.source}, whose copy is its data; there is nothing to finish"
+        )
+    if last.state == "cleaned":
+        return (
+            f"its last move (to {last.target}) is complete: the old copy on {last.source} is already deleted"
+        )
+    if placement is None or placement.node != last.target or placement.moving_to is not None:
+        where = "nowhere" if placement is None else placement.node
+        return (
+            f"the control plane places the workspace on {where}, not on {last.target}; the copy on "
+            f"{last.source} is kept"
+        )
+    return None
+
+
+def describe(record: MoveRecord) -> str:
+    """One line for ``--status``: what the move did and what, if anything, is left."""
+    left = {
+        "draining": "under way: the workspace is refused everywhere until it ends or its deadline passes",
+        "copied": "under way: checked copy on the target, not yet switched",
+        "flipped": "switched; the target has not served it yet and the old copy is kept: run --finish",
+        "served": "switched and served by the target; the old copy is kept: run --finish",
+        "cleaned": "complete",
+        "called_off": "called off: the workspace stayed on the source",
+        "discarded": "called off: the workspace stayed on the source; the target's copy is removed",
+    }[record.state]
+    note = f" ({record.note})" if record.note else ""
+    return f"{record.source} -> {record.target}\t{record.state}\t{left}{note}"
+
+
+def stale_copy_problem(records: list[MoveRecord], placement: Placement | None, here: str) -> str | None:
+    """Why node ``here`` must keep its folder of the workspace whose moves are ``records`` (oldest
+    first), or None when that folder is a stale copy it may delete: the old copy of a move that the
+    target has served, or the unused copy of a move called off — and only per the workspace's last
+    move, with the placement elsewhere."""
+    if placement is None:
+        return "the control plane places this workspace nowhere; its folder stays"
+    if placement.node == here:
+        return "the control plane still places this workspace here; its folder stays"
+    if placement.moving_to == here:
+        return "a move of this workspace to this node is under way; its folder stays"
+    last = records[-1] if records else None
+    if last is not None and last.source == here and last.state in ("served", "cleaned"):
+        return None
+    if last is not None and last.target == here and last.state in ("called_off", "discarded"):
+        return None
+    if last is None:
+        return "no move of this workspace names this node; its folder stays"
+    return (
+        f"its last move ({last.source} -> {last.target}, {last.state}) does not make this node's copy "
+        "stale; its folder stays"
+    )

@@ -1,0 +1,209 @@
+"""The control plane's side of moving a workspace between nodes (issue 15 item 3): the placement's
+move columns and the ``moves`` record — the only SQL about them. Mixed into
+:class:`~gateway.control.store.ControlPlane`; what the records mean is :mod:`gateway.cluster.journal`.
+
+The drain is a lease. :meth:`begin_move` marks the placement as moving (every node refuses the
+workspace) until ``move_deadline``; the command moving it pushes the deadline forward
+(:meth:`advance_move`) while it works. Once the deadline has passed, the node holding the workspace
+calls the move off (:meth:`call_off_lapsed_moves`) and serves it again. Every change is one
+conditional ``UPDATE`` keyed by the move's id, so a late step of a move called off — above all
+:meth:`finish_move`, the flip — changes nothing: there is never a second live copy.
+
+Every method takes ``now`` (epoch seconds) from the caller. Moves begun, called off, switched and
+cleaned up are audited (``workspace.move.*``) under the workspace's owner.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from gateway.cluster.journal import MoveRecord, State
+from gateway.control.oauth import epoch, iso
+from gateway.control.plane import AuditedPlane
+from gateway.errors import BadRequest
+
+_MOVES = "SELECT id, workspace_id, source, target, state, began_at, updated_at, note FROM moves"
+
+
+class MoveCalledOff(BadRequest):
+    """The move is no longer under way (it was called off, or another replaced it)."""
+
+    code = "move_called_off"
+
+
+def _record(row: tuple[object, ...]) -> MoveRecord:
+    state: State = str(row[4])  # type: ignore[assignment]  # the CHECK constraint keeps it one of them
+    return MoveRecord(
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        str(row[3]),
+        state,
+        epoch(str(row[5])),
+        epoch(str(row[6])),
+        str(row[7]),
+    )
+
+
+def _audit_move(plane: AuditedPlane, kind: str, move: MoveRecord, **detail: object) -> None:
+    row = plane._db.execute("SELECT owner_id FROM workspaces WHERE id = ?", (move.workspace_id,)).fetchone()
+    owner = None if row is None else str(row[0])
+    plane._audit(
+        kind,
+        owner,
+        move.workspace_id,
+        None,
+        None,
+        {"move": move.id, "source": move.source, "target": move.target, **detail},
+    )
+
+
+class MoveQueries:
+    def move_record(self: AuditedPlane, move_id: str) -> MoveRecord | None:
+        row = self._db.execute(_MOVES + " WHERE id = ?", (move_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    def moves_of(self: AuditedPlane, workspace_id: str) -> list[MoveRecord]:
+        """The workspace's moves, oldest first."""
+        rows = self._db.execute(_MOVES + " WHERE workspace_id = ? ORDER BY began_at, id", (workspace_id,))
+        return [_record(r) for r in rows]
+
+    def moves_leaving_copies(self: AuditedPlane) -> list[MoveRecord]:
+        """The moves that may have left a copy behind (switched but not cleaned; called off but the
+        target's copy not yet discarded) — each its workspace's last move (a later one governs)."""
+        rows = self._db.execute(
+            _MOVES + " m WHERE state IN ('flipped', 'served', 'called_off') AND NOT EXISTS ("
+            "SELECT 1 FROM moves later WHERE later.workspace_id = m.workspace_id AND "
+            "(later.began_at > m.began_at OR (later.began_at = m.began_at AND later.id > m.id))"
+            ") ORDER BY began_at, id"
+        )
+        return [_record(r) for r in rows]
+
+    def begin_move(
+        self: AuditedPlane, workspace_id: str, source: str, target: str, *, now: float, timeout: float
+    ) -> MoveRecord:
+        """Mark the workspace as moving from ``source`` to ``target`` until ``now + timeout``: every
+        node refuses its calls until the move flips it, is called off, or lapses. Refused when it is
+        not on ``source`` or another move of it is under way."""
+        move = MoveRecord(secrets.token_hex(8), workspace_id, source, target, "draining", now, now)
+        with self._db.transaction():
+            moved = self._db.execute(
+                "UPDATE placements SET moving_to = ?, move_id = ?, move_deadline = ? "
+                "WHERE workspace_id = ? AND node = ? AND moving_to IS NULL",
+                (target, move.id, iso(now + timeout), workspace_id, source),
+            ).rowcount
+            if moved == 0:
+                raise BadRequest(
+                    f"workspace {workspace_id} is not on node {source!r}, or another move of it is under "
+                    "way; wait for that move to end and try again"
+                )
+            self._db.execute(
+                "INSERT INTO moves (id, workspace_id, source, target, state, began_at, updated_at) "
+                "VALUES (?, ?, ?, ?, 'draining', ?, ?)",
+                (move.id, workspace_id, source, target, iso(now), iso(now)),
+            )
+            _audit_move(self, "workspace.move.begin", move)
+        return move
+
+    def advance_move(
+        self: AuditedPlane, move_id: str, *, now: float, timeout: float, state: State | None = None
+    ) -> None:
+        """The move's command is still at work: its deadline becomes ``now + timeout`` (and its
+        record ``state``). Raises :class:`MoveCalledOff` when it is no longer under way."""
+        with self._db.transaction():
+            renewed = self._db.execute(
+                "UPDATE placements SET move_deadline = ? WHERE move_id = ? AND moving_to IS NOT NULL",
+                (iso(now + timeout), move_id),
+            ).rowcount
+            if renewed == 0:
+                raise MoveCalledOff(f"move {move_id} is no longer under way: it was called off")
+            if state is not None:
+                self._db.execute(
+                    "UPDATE moves SET state = ?, updated_at = ? WHERE id = ?", (state, iso(now), move_id)
+                )
+
+    def finish_move(self: AuditedPlane, move: MoveRecord, *, now: float, lease: float) -> None:
+        """Flip the placement to the move's target (its lease starts now) — only while this very
+        move is under way: a move called off, or replaced by another, is refused."""
+        with self._db.transaction():
+            flipped = self._db.execute(
+                "UPDATE placements SET node = ?, moving_to = NULL, move_id = NULL, move_deadline = NULL, "
+                "lease_expires_at = ?, placed_at = ? "
+                "WHERE workspace_id = ? AND node = ? AND moving_to = ? AND move_id = ?",
+                (
+                    move.target,
+                    iso(now + lease),
+                    iso(now),
+                    move.workspace_id,
+                    move.source,
+                    move.target,
+                    move.id,
+                ),
+            ).rowcount
+            if flipped == 0:
+                raise MoveCalledOff(
+                    f"the move of workspace {move.workspace_id} to node {move.target!r} is no longer under "
+                    "way (it was called off); the workspace stays on "
+                    f"{move.source!r}"
+                )
+            self._db.execute(
+                "UPDATE moves SET state = 'flipped', updated_at = ? WHERE id = ?", (iso(now), move.id)
+            )
+            _audit_move(self, "workspace.move.flip", move)
+
+    def abort_move(self: AuditedPlane, move: MoveRecord, *, now: float, reason: str) -> bool:
+        """Call the move off: the workspace stays on its source and is served there again. False
+        (nothing changed) when it was no longer under way."""
+        with self._db.transaction():
+            cleared = self._db.execute(
+                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
+                "WHERE workspace_id = ? AND node = ? AND move_id = ?",
+                (move.workspace_id, move.source, move.id),
+            ).rowcount
+            if cleared == 0:
+                return False
+            self._db.execute(
+                "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
+                (iso(now), reason, move.id),
+            )
+            _audit_move(self, "workspace.move.call_off", move, reason=reason)
+        return True
+
+    def call_off_lapsed_moves(self: AuditedPlane, source: str, *, now: float) -> list[MoveRecord]:
+        """Call off every move away from ``source`` whose deadline has passed (its command stopped
+        advancing it: killed, its terminal closed). Returns the moves called off."""
+        rows = self._db.execute(
+            "SELECT move_id FROM placements WHERE node = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
+            (source, iso(now)),
+        ).fetchall()
+        lapsed = []
+        for (move_id,) in rows:
+            with self._db.transaction():
+                cleared = self._db.execute(
+                    "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
+                    "WHERE move_id = ? AND node = ? AND move_deadline <= ?",
+                    (move_id, source, iso(now)),
+                ).rowcount
+                move = MoveQueries.move_record(self, str(move_id))
+                if cleared == 0 or move is None:
+                    continue  # advanced or flipped meanwhile
+                reason = "its command stopped advancing it before its deadline"
+                self._db.execute(
+                    "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
+                    (iso(now), reason, move.id),
+                )
+                _audit_move(self, "workspace.move.call_off", move, reason=reason)
+            lapsed.append(move)
+        return lapsed
+
+    def record_move(self: AuditedPlane, move_id: str, state: State, *, now: float, note: str = "") -> None:
+        """A step after the flip: the target ``served`` it, the source's copy ``cleaned`` up (audited),
+        the target's unused copy ``discarded``; or a ``note`` on what failed."""
+        with self._db.transaction():
+            self._db.execute(
+                "UPDATE moves SET state = ?, updated_at = ?, note = ? WHERE id = ?",
+                (state, iso(now), note, move_id),
+            )
+            move = MoveQueries.move_record(self, move_id)
+            if move is not None and state in ("cleaned", "discarded"):
+                _audit_move(self, f"workspace.move.{state}", move)

@@ -1,0 +1,245 @@
+"""A move whose command dies half-way never strands a workspace (issue 15 item 3, ``run:scale-out``):
+a real PostgreSQL control plane, two real ``almanac serve`` nodes, and the real ``almanac workspace
+move`` command as a subprocess, stopped at a seam between two of its steps (it waits on a file there:
+``ALMANAC_TEST_MOVE_PAUSE``) and killed with SIGKILL.
+
+Killed before the switch: within the move's deadline (``ALMANAC_MOVE_TIMEOUT=2``) the source calls it
+off and serves the workspace again with every acknowledged write; the target removes its unused copy.
+Killed after the switch: the workspace serves from the target, the old copy stays until
+``--finish`` deletes it, and no write is lost. Refusals exit non-zero and change nothing."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import anyio
+import pytest
+
+from gateway.control.store import ControlPlane
+from gateway.errors import BadRequest
+from tests.gateway.cluster.test_three_nodes import SECRET, Cluster, _call
+from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, files_containing, wait_for
+from tests.pg import PostgresServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+MOVE_TIMEOUT = "2"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("moves"), {})
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(found.start, ("node-a", "node-b")))
+        yield found
+    finally:
+        for node in found.nodes.values():
+            if node.proc.poll() is None:
+                node.stop()
+
+
+def _owner_on_a(cluster: Cluster, email: str) -> tuple[str, str]:
+    """A new owner whose workspace is placed on node-a; (its workspace id, a token)."""
+    store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
+    try:
+        owner, workspace = store.create_owner(email, None)
+        store.place_on(workspace.id, "node-a", now=time.time(), lease=2.0)
+        return workspace.id, store.create_pat(owner.id, workspace.id, "agent")[1]
+    finally:
+        store.close()
+
+
+def _env(node: Gateway, **extra: str) -> dict[str, str]:
+    return clean_env(
+        {
+            **node.cli_env,
+            "ALMANAC_CLUSTER_SECRET": SECRET,
+            "ALMANAC_MOVE_TIMEOUT": MOVE_TIMEOUT,
+            "ALMANAC_PLACEMENT_LEASE": "2",
+            **extra,
+        }
+    )
+
+
+def _at(node: Gateway) -> list[str]:
+    return ["--data-dir", str(node.data_dir)]
+
+
+def _run(node: Gateway, email: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ALMANAC, "workspace", "move", "default", "--owner", email, *args, "--data-dir", str(node.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(node),
+    )
+
+
+def _killed_at(
+    node: Gateway, email: str, target: str, seam: str, tmp: Path, while_paused: Callable[[], None]
+) -> None:
+    """Run ``workspace move`` to ``target``, let it reach ``seam``, check ``while_paused``, and
+    SIGKILL it there."""
+    gate = tmp / f"gate-{seam}"
+    proc = subprocess.Popen(
+        [ALMANAC, "workspace", "move", "default", "--owner", email, "--to", target, *_at(node)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(node, ALMANAC_TEST_MOVE_PAUSE=f"{seam}:{gate}"),
+    )
+    try:
+        wait_for(
+            lambda: Path(f"{gate}.reached").exists() or proc.poll() is not None,
+            timeout=60,
+            what=f"the move to reach {seam}",
+        )
+        assert proc.poll() is None, proc.communicate()
+        while_paused()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
+async def _write(node: Gateway, token: str, statements: list[str]) -> None:
+    async with connect(node, token) as client:
+        for statement in statements:
+            data(await client.call_tool("remember", {"statement": statement}))
+
+
+async def _all_served(node: Gateway, token: str, statements: list[str]) -> None:
+    async with connect(node, token) as client:
+        for statement in statements:
+            found = await client.call_tool("get_context", {"query": statement})
+            assert statement in str(found.content), statement
+
+
+def _record(cluster: Cluster, workspace: str) -> tuple[str, str]:
+    rows = cluster.rows(
+        "SELECT id, state FROM moves WHERE workspace_id = %s ORDER BY began_at DESC LIMIT 1", workspace
+    )
+    return str(rows[0][0]), str(rows[0][1])
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_move_killed_before_the_switch_is_called_off_and_the_source_serves_every_write(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
+    workspace, token = _owner_on_a(cluster, "ada@example.com")
+    written = [f"ada keeps the {w} ledger" for w in ("harbour", "lantern", "orchard", "quarry", "meadow")]
+    await _write(b, token, written)  # through node-b, served on node-a
+
+    def paused() -> None:  # a checked copy on node-b, not switched: refused everywhere meanwhile
+        assert (b.data_dir / "workspaces" / workspace).is_dir()
+        for edge in (a, b):
+            refused = _call(edge, token)
+            assert refused.status_code == 503 and refused.json()["error"]["code"] == "workspace_moving"
+        busy = _run(a, "ada@example.com", "--finish")  # nothing to finish while it is under way
+        assert busy.returncode == 1 and "still under way" in busy.stderr, busy.stderr
+        other = _run(a, "ada@example.com", "--to", "node-b")  # nor a second move beside it
+        assert other.returncode == 1 and "another move" in other.stderr, other.stderr
+
+    await anyio.to_thread.run_sync(
+        lambda: _killed_at(a, "ada@example.com", "node-b", "copied", tmp_path, paused)
+    )
+    assert cluster.node_of(workspace) == "node-a"
+    move_id, state = _record(cluster, workspace)
+    # … then, within the deadline, node-a calls the move off and serves it again
+    wait_for(
+        lambda: all(_call(edge, token).status_code == 200 for edge in (a, b)),
+        timeout=30,
+        what="node-a to call the dead command's move off and serve again",
+    )
+    assert cluster.node_of(workspace) == "node-a"
+    await _all_served(b, token, written)
+    assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in written)
+    wait_for(
+        lambda: _record(cluster, workspace)[1] == "discarded",
+        timeout=30,
+        what="node-b to remove the copy of the move called off",
+    )
+    assert not (b.data_dir / "workspaces" / workspace).exists()
+    assert not (b.data_dir / "workspaces" / f".incoming-{workspace}").exists()
+    assert state in ("copied", "called_off", "discarded")
+    # a late flip of that move is refused: there is never a second live copy
+    store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
+    try:
+        stopped = store.move_record(move_id)
+        assert stopped is not None and "stopped advancing" in stopped.note
+        with pytest.raises(BadRequest, match="no longer under way"):
+            store.finish_move(stopped, now=time.time(), lease=2.0)
+    finally:
+        store.close()
+    assert cluster.node_of(workspace) == "node-a"
+    # --finish of a move called off: refused, nothing changes
+    refused = _run(a, "ada@example.com", "--finish")
+    assert refused.returncode == 1 and "called off before the switch" in refused.stderr, refused.stderr
+    assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in written)
+    status = _run(a, "ada@example.com", "--status")
+    assert status.returncode == 0, status.stderr
+    assert f"{move_id}\tnode-a -> node-b\tdiscarded" in status.stdout
+    assert "on node-a" in status.stdout
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_move_killed_after_the_switch_is_finished_by_finish_and_keeps_every_write(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
+    workspace, token = _owner_on_a(cluster, "bob@example.com")
+    before = [f"bob tends the {w} before the move" for w in ("beehive", "compass", "furnace", "glacier")]
+    await _write(a, token, before)
+    never = _run(a, "bob@example.com", "--finish")
+    assert never.returncode == 1 and "never moved" in never.stderr, never.stderr
+    await anyio.to_thread.run_sync(
+        lambda: _killed_at(a, "bob@example.com", "node-b", "flipped", tmp_path, lambda: None)
+    )
+    # switched: node-b serves it (through either node) while node-a keeps the old copy
+    assert cluster.node_of(workspace) == "node-b"
+    wait_for(
+        lambda: all(_call(edge, token).status_code == 200 for edge in (a, b)),
+        timeout=30,
+        what="the switched workspace to serve from node-b",
+    )
+    after = [f"bob mends the {w} after the switch" for w in ("anchor", "bellows", "chisel")]
+    await _write(a, token, after)
+    assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in before)
+    stale = subprocess.run(
+        [ALMANAC, "node", "stale", "--data-dir", str(a.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(a),
+    )
+    assert stale.returncode == 0, stale.stderr
+    (line,) = [row for row in stale.stdout.splitlines() if workspace in row]
+    assert line.startswith(f"node-a\t{workspace}\t") and "--finish" in line
+    finished = _run(a, "bob@example.com", "--finish")
+    assert finished.returncode == 0, finished.stderr
+    assert "old copy on node-a is deleted" in finished.stderr
+    assert not (a.data_dir / "workspaces" / workspace).exists()
+    assert _record(cluster, workspace)[1] == "cleaned"
+    for statement in before + after:
+        assert files_containing(b.data_dir / "workspaces" / workspace, statement), statement
+    await _all_served(a, token, before + after)
+    again = _run(a, "bob@example.com", "--finish")
+    assert again.returncode == 1 and "already deleted" in again.stderr, again.stderr
+    kinds = [
+        str(k)
+        for (k,) in cluster.rows(
+            "SELECT kind FROM audit_events WHERE workspace_id = %s ORDER BY id", workspace
+        )
+    ]
+    assert kinds[-3:] == ["workspace.move.begin", "workspace.move.flip", "workspace.move.cleaned"]

@@ -1,0 +1,87 @@
+"""The record of moves and the drain as a lease (issue 15 item 3), on SQLite and PostgreSQL: a move
+is begun with a deadline its command pushes forward; once the deadline passes the source calls it
+off, and a late flip of it changes nothing; every step is recorded and audited."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.control.moves import MoveCalledOff
+from gateway.control.store import ControlPlane
+from gateway.errors import BadRequest
+
+NOW = 1_900_000_000.0
+LEASE, TIMEOUT = 30.0, 10.0
+
+
+def _placed(store: ControlPlane, who: str, node: str = "node-a") -> str:
+    for name in ("node-a", "node-b"):
+        store.register_node(name, f"http://{name}:8080", now=NOW)
+    workspace = store.create_owner(f"{who}@example.com", None)[1].id
+    store.place_on(workspace, node, now=NOW, lease=LEASE)
+    return workspace
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_move_lapses_at_its_deadline_and_a_late_flip_changes_nothing(store: ControlPlane) -> None:
+    workspace = _placed(store, "ada")
+    move = store.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    placement = store.placement(workspace)
+    assert placement is not None
+    assert (placement.moving_to, placement.move_id, placement.move_deadline) == (
+        "node-b",
+        move.id,
+        NOW + TIMEOUT,
+    )
+    with pytest.raises(BadRequest, match="another move"):
+        store.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    # the command advances it: the deadline moves, the record says how far it got
+    store.advance_move(move.id, now=NOW + 8, timeout=TIMEOUT, state="copied")
+    assert store.placement(workspace).move_deadline == NOW + 18  # type: ignore[union-attr]
+    assert store.call_off_lapsed_moves("node-a", now=NOW + 17) == []  # not yet
+    assert store.call_off_lapsed_moves("node-b", now=NOW + 99) == []  # only the source calls it off
+    (lapsed,) = store.call_off_lapsed_moves("node-a", now=NOW + 18)
+    assert lapsed.id == move.id
+    after = store.placement(workspace)
+    assert after is not None and (after.node, after.moving_to, after.move_id) == ("node-a", None, None)
+    record = store.move_record(move.id)
+    assert record is not None and record.state == "called_off" and "stopped advancing" in record.note
+    # the command, late: it can neither advance nor flip the move, nor call it off twice
+    with pytest.raises(MoveCalledOff):
+        store.advance_move(move.id, now=NOW + 19, timeout=TIMEOUT)
+    with pytest.raises(MoveCalledOff, match="no longer under way"):
+        store.finish_move(move, now=NOW + 19, lease=LEASE)
+    assert not store.abort_move(move, now=NOW + 19, reason="late")
+    assert store.placement(workspace).node == "node-a"  # type: ignore[union-attr]
+    assert store.call_off_lapsed_moves("node-a", now=NOW + 99) == []
+    kinds = [e.kind for e in store.audit_events(limit=10) if e.workspace_id == workspace]
+    assert kinds[:2] == ["workspace.move.call_off", "workspace.move.begin"]
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_move_s_steps_are_recorded_and_a_newer_move_replaces_the_record_that_counts(
+    store: ControlPlane,
+) -> None:
+    workspace = _placed(store, "bob")
+    first = store.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    assert store.abort_move(first, now=NOW + 1, reason="the copy differs")
+    assert [m.id for m in store.moves_leaving_copies()] == [first.id]  # the target may hold a copy
+    second = store.begin_move(workspace, "node-a", "node-b", now=NOW + 2, timeout=TIMEOUT)
+    with pytest.raises(MoveCalledOff):  # the first move's id flips nothing
+        store.finish_move(first, now=NOW + 3, lease=LEASE)
+    store.finish_move(second, now=NOW + 3, lease=LEASE)
+    placement = store.placement(workspace)
+    assert placement is not None and (placement.node, placement.moving_to) == ("node-b", None)
+    assert placement.lease_expires_at == NOW + 3 + LEASE
+    assert [m.id for m in store.moves_leaving_copies()] == [second.id]  # the last move counts
+    store.record_move(second.id, "served", now=NOW + 4)
+    store.record_move(second.id, "cleaned", now=NOW + 5)
+    assert store.moves_leaving_copies() == []
+    assert [(m.id, m.state) for m in store.moves_of(workspace)] == [
+        (first.id, "called_off"),
+        (second.id, "cleaned"),
+    ]
+    kinds = [e.kind for e in store.audit_events(limit=10) if e.workspace_id == workspace]
+    assert kinds[:3] == ["workspace.move.cleaned", "workspace.move.flip", "workspace.move.begin"]
+    owner = store.owner_by_email("bob@example.com").id
+    assert all(e.owner_id == owner for e in store.audit_events(limit=5) if e.workspace_id == workspace)
