@@ -10,6 +10,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   └── PortInUse                 500 port_unavailable     (cannot listen on the host and port)
     ├── MoveFailed                    500 move_failed          (a workspace move called off; the CLI exits 1)
     ├── BadRequest                    400 bad_request
+    │   ├── MoveCalledOff             400 move_called_off      (a step of a move called off or replaced)
     │   ├── InvalidScope              400 invalid_scope
     │   ├── InvalidEmail              400 invalid_email
     │   ├── InvalidName               400 invalid_name
@@ -83,6 +84,12 @@ class MoveFailed(GatewayError):
 class BadRequest(GatewayError):
     code = "bad_request"
     status = 400
+
+
+class MoveCalledOff(BadRequest):
+    """A step of a workspace move that is no longer under way (called off, or replaced by another)."""
+
+    code = "move_called_off"
 
 
 class InvalidScope(BadRequest):

@@ -31,7 +31,7 @@ import httpx
 from gateway.cluster import manifest, signing
 from gateway.cluster.journal import MoveRecord, State, finish_problem
 from gateway.cluster.placement import Node, Placement, is_live
-from gateway.errors import BadRequest, GatewayError, MoveFailed
+from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
 
 _TIMEOUT = httpx.Timeout(30.0, read=600.0)
 #: How long the target node is asked to start the moved workspace before the move gives up (seconds).
@@ -220,8 +220,10 @@ class _Renewer:
         while not self._stop.wait(self.timeout / 4):
             try:
                 self.store.advance_move(self.move_id, now=self.clock(), timeout=self.timeout)
-            except Exception:  # called off, or the database is unreachable: the next step finds out
+            except MoveCalledOff:  # the next step finds out, and stops
                 return
+            except Exception:  # the database is unreachable for now: try again at the next quarter
+                continue
 
     def __enter__(self) -> _Renewer:
         self._thread.start()

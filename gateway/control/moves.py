@@ -20,15 +20,9 @@ import secrets
 from gateway.cluster.journal import MoveRecord, State
 from gateway.control.oauth import epoch, iso
 from gateway.control.plane import AuditedPlane
-from gateway.errors import BadRequest
+from gateway.errors import BadRequest, MoveCalledOff
 
 _MOVES = "SELECT id, workspace_id, source, target, state, began_at, updated_at, note FROM moves"
-
-
-class MoveCalledOff(BadRequest):
-    """The move is no longer under way (it was called off, or another replaced it)."""
-
-    code = "move_called_off"
 
 
 def _record(row: tuple[object, ...]) -> MoveRecord:

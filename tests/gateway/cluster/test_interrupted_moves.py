@@ -18,8 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
+from gateway.cluster import signing
+from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
 from tests.gateway.cluster.test_three_nodes import SECRET, Cluster, _call
@@ -143,6 +146,15 @@ async def test_a_move_killed_before_the_switch_is_called_off_and_the_source_serv
 
     def paused() -> None:  # a checked copy on node-b, not switched: refused everywhere meanwhile
         assert (b.data_dir / "workspaces" / workspace).is_dir()
+        # the command is alive: it keeps the move's deadline ahead, long past its first one
+        first = epoch(
+            str(cluster.rows("SELECT began_at FROM moves WHERE workspace_id = %s", workspace)[0][0])
+        )
+        wait_for(lambda: time.time() > first + 2 * float(MOVE_TIMEOUT), timeout=20, what="two timeouts")
+        still = cluster.rows(
+            "SELECT moving_to, move_deadline FROM placements WHERE workspace_id = %s", workspace
+        )
+        assert still[0][0] == "node-b" and epoch(str(still[0][1])) > time.time(), still
         for edge in (a, b):
             refused = _call(edge, token)
             assert refused.status_code == 503 and refused.json()["error"]["code"] == "workspace_moving"
@@ -215,6 +227,26 @@ async def test_a_move_killed_after_the_switch_is_finished_by_finish_and_keeps_ev
     )
     after = [f"bob mends the {w} after the switch" for w in ("anchor", "bellows", "chisel")]
     await _write(a, token, after)
+    assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in before)
+    # node-b has not been asked to serve it yet (the move stopped at "flipped"): node-a refuses to
+    # delete its copy, even asked by a correctly signed call
+    path = f"/internal/v1/workspaces/{workspace}"
+    signed = signing.sign(
+        SECRET,
+        method="DELETE",
+        path=path,
+        principal=None,
+        workspace_id=workspace,
+        target="node-a",
+        body=b"",
+        now=time.time(),
+    )
+    headers = {
+        signing.PRINCIPAL_HEADER.decode(): signed.principal,
+        signing.SIGNATURE_HEADER.decode(): signed.signature,
+    }
+    kept = httpx.delete(a.url + path, headers=headers, timeout=30)
+    assert kept.status_code == 403 and "does not make this node's copy stale" in kept.text, kept.text
     assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in before)
     stale = subprocess.run(
         [ALMANAC, "node", "stale", "--data-dir", str(a.data_dir)],

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.control.moves import MoveCalledOff
 from gateway.control.store import ControlPlane
-from gateway.errors import BadRequest
+from gateway.errors import BadRequest, MoveCalledOff
 
 NOW = 1_900_000_000.0
 LEASE, TIMEOUT = 30.0, 10.0
@@ -85,3 +84,18 @@ def test_a_move_s_steps_are_recorded_and_a_newer_move_replaces_the_record_that_c
     assert kinds[:3] == ["workspace.move.cleaned", "workspace.move.flip", "workspace.move.begin"]
     owner = store.owner_by_email("bob@example.com").id
     assert all(e.owner_id == owner for e in store.audit_events(limit=5) if e.workspace_id == workspace)
+
+
+@pytest.mark.req("run:scale-out")
+def test_erasing_an_owner_forgets_the_moves_of_their_workspaces(store: ControlPlane) -> None:
+    workspace = _placed(store, "cy")
+    kept = _placed(store, "dee")
+    for moved in (workspace, kept):
+        store.abort_move(
+            store.begin_move(moved, "node-a", "node-b", now=NOW, timeout=TIMEOUT), now=NOW, reason="x"
+        )
+    owner = store.owner_by_email("cy@example.com").id
+    store.lock_out_owner(owner, remote=None)
+    store.forget_owner(owner)
+    assert store.moves_of(workspace) == []
+    assert [m.workspace_id for m in store.moves_of(kept)] == [kept]  # nobody else's
