@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.lean import Call, lean_client
 from gateway import layout
 from gateway.control.store import ControlPlane
 from gateway.engines.procs import rss_bytes
@@ -167,12 +168,22 @@ def engine_children(pid: int) -> dict[str, int]:
     return found
 
 
+#: Where the kernel parks a process blocked reading its stdin: a pipe (asyncio's subprocesses) or
+#: a socket pair (uvloop's, libuv's stdio for a child).
+STDIN_WAITS = ("pipe_read", "unix_stream_read")
+
+
 def wait_for_spare(gateway_pid: int, timeout: float = 30.0) -> None:
-    """Bounded wait until the gateway has a warm spare engine waiting (its imports done)."""
+    """Bounded wait until the gateway has a warm spare engine waiting (its imports done: it blocks
+    reading its assignment on stdin)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pid = engine_children(gateway_pid).get("spare")
-        if pid is not None and "pipe_read" in Path(f"/proc/{pid}/wchan").read_text(encoding="utf-8"):
+        try:
+            wchan = Path(f"/proc/{pid}/wchan").read_text(encoding="utf-8") if pid is not None else ""
+        except OSError:  # the spare exited meanwhile
+            wchan = ""
+        if any(wait in wchan for wait in STDIN_WAITS):
             return
         time.sleep(0.02)
     raise TimeoutError("no warm spare engine appeared")
@@ -214,10 +225,6 @@ def background_cpu() -> float:
             except (OSError, ValueError):  # the thread ended meanwhile
                 continue
     return total
-
-
-#: One way of calling a tool: ``(tool, arguments) → error text or None``.
-Call = Callable[[str, dict[str, Any]], Awaitable[str | None]]
 
 
 def over_mcp(client: Client) -> Call:
@@ -270,7 +277,10 @@ def _call_of(tool: str, way: str, i: int) -> tuple[str, dict[str, Any]]:
 
 
 async def compare(
-    calls_by_way: dict[str, Call], calls: int, cpu: dict[str, Callable[[], float]] | None = None
+    calls_by_way: dict[str, Call],
+    calls: int,
+    cpu: dict[str, Callable[[], float]] | None = None,
+    run: str = "",
 ) -> dict[str, Latency]:
     """Time the same calls each way, interleaved (so background work such as embedding weighs on
     all alike), after a warm-up.
@@ -279,7 +289,8 @@ async def compare(
     way; read before and after each tool's timed calls, it gives CPU per call, which a busy host
     inflates far less than wall time. The one way without a counter (the in-process one) is
     counted by the main thread's CPU around each of its calls plus everything this process's other
-    threads (its indexer) used meanwhile."""
+    threads (its indexer) used meanwhile. ``run`` names this run in what is remembered (a second
+    run writing the same statements would time the engine's duplicate check, not a write)."""
     samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in calls_by_way}
     used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in calls_by_way}
     errors: dict[str, str] = {}
@@ -294,7 +305,7 @@ async def compare(
                 started = {name: read() for name, read in counters.items()}
             for name, call in sorted(calls_by_way.items(), reverse=i % 2 == 0):
                 began, began_cpu = time.perf_counter(), time.thread_time()
-                error = await call(*_call_of(tool, name, i))
+                error = await call(*_call_of(tool, f"{run} {name}".strip(), i))
                 elapsed = (time.perf_counter() - began) * 1000
                 if error is not None and tool == "remember":
                     raise RuntimeError(f"remember failed: {error}")
@@ -377,8 +388,10 @@ def seed_owners(data_dir: Path, count: int, prefix: str) -> dict[str, str]:
 
 async def three_ways(
     root: Path, gw: Served, token: str, embedder_socket: Path, calls: int
-) -> dict[str, Latency]:
-    """Item 1: the same calls in-process, straight to an engine's socket and through the gateway."""
+) -> dict[str, dict[str, Latency]]:
+    """Item 1: the same calls in-process, straight to an engine's socket and through the gateway —
+    twice: with the ``mcp`` client (what an agent sees) and with the lean client (the transports'
+    own cost, no client-side validation), each run against the in-process calls of its own run."""
     direct_sock, direct_dir = root / "direct.sock", root / "direct"
     direct_dir.mkdir()
     direct = subprocess.Popen(
@@ -386,21 +399,29 @@ async def three_ways(
          "--embedder-socket", str(embedder_socket)],
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    measured: dict[str, dict[str, Latency]] = {}
     try:
         wait_engine(direct_sock)
-        async with (
-            client_for(gw.url + "/mcp", token=token) as through,
-            client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
-            in_process(root / "in-process", embedder_socket) as local,
-        ):
-            ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
 
-            def gateway_cpu() -> float:  # the gateway and the engine it runs for this workspace
-                engines = [pid for role, pid in engine_children(gw.proc.pid).items() if role not in SHARED]
-                return cpu_seconds(gw.proc.pid) + sum(cpu_seconds(pid) for pid in engines)
+        def gateway_cpu() -> float:  # the gateway and the engine it runs for this workspace
+            engines = [pid for role, pid in engine_children(gw.proc.pid).items() if role not in SHARED]
+            return cpu_seconds(gw.proc.pid) + sum(cpu_seconds(pid) for pid in engines)
 
-            counters = {"engine": lambda: cpu_seconds(direct.pid), "gateway": gateway_cpu}
-            return await compare(ways, calls, counters)
+        counters = {"engine": lambda: cpu_seconds(direct.pid), "gateway": gateway_cpu}
+        async with in_process(root / "in-process", embedder_socket) as local:
+            async with (
+                client_for(gw.url + "/mcp", token=token) as through,
+                client_for("http://localhost/mcp", uds=str(direct_sock)) as straight_client,
+            ):
+                ways = {"gateway": over_mcp(through), "engine": over_mcp(straight_client), "local": local}
+                measured["mcp"] = await compare(ways, calls, counters, run="mcp")
+            async with (
+                lean_client(gw.url + "/mcp", token=token) as lean_through,
+                lean_client("http://localhost/mcp", uds=str(direct_sock)) as lean_straight,
+            ):
+                ways = {"gateway": lean_through, "engine": lean_straight, "local": local}
+                measured["lean"] = await compare(ways, calls, counters, run="lean")
+        return measured
     finally:
         stop(direct)
 
@@ -417,7 +438,7 @@ async def run_latency(calls: int) -> dict[str, str]:
         measured = await three_ways(root, gw, latency_token, embedder_socket, calls)
     finally:
         stop(gw.proc)
-    return latency_rows(measured["gateway"], measured["engine"], measured["local"])
+    return latency_rows(measured)
 
 
 async def run_engine_cpu(calls: int) -> dict[str, str]:
@@ -464,7 +485,6 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     try:
         wait_until(embedder_socket.exists, 60, "the embedder")
         measured = await three_ways(root, gw, latency_token, embedder_socket, calls)
-        via_gateway, straight, local_latency = measured["gateway"], measured["engine"], measured["local"]
         idle_with = await idle_engine_rss(root, embedder_socket)
         idle_without = await idle_engine_rss(root, None)
         for token in [*many, *sleepers]:
@@ -495,14 +515,14 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
         engine_start_ms = metric_mean(gw.url, "almanac_engine_start_seconds") * 1000
     finally:
         stop(gw.proc)
-    figures = (via_gateway, straight, cold_ms, engine_start_ms, engine_rss, embedder_rss, gateway_rss)
-    return report(Measured(*figures, idle_with, idle_without, engine_pss, host_pss, local_latency))
+    figures = (measured, cold_ms, engine_start_ms, engine_rss, embedder_rss, gateway_rss)
+    return report(Measured(*figures, idle_with, idle_without, engine_pss, host_pss))
 
 
 @dataclass(frozen=True)
 class Measured:
-    via_gateway: Latency
-    straight: Latency
+    #: by client (``mcp``, ``lean``), then by way (``local``, ``engine``, ``gateway``)
+    latency: dict[str, dict[str, Latency]]
     cold_ms: list[float]
     engine_start_ms: float
     engine_rss: list[int]
@@ -512,38 +532,48 @@ class Measured:
     idle_without: int
     engine_pss: list[int]
     host_pss: int
-    local: Latency
 
 
-def latency_rows(via_gateway: Latency, straight: Latency, local: Latency) -> dict[str, str]:
-    """The latency rows: each tool's p50/p95 three ways and the two overheads."""
+#: How each client's rows are named (``docs/benchmarks.md`` says what each row means).
+CLIENTS = {"mcp": "mcp client", "lean": "lean client"}
+
+
+def latency_rows(measured: dict[str, dict[str, Latency]]) -> dict[str, str]:
+    """The latency rows: for each client, each tool's p50/p95 three ways and the two overheads
+    (socket − in-process and gateway − socket, p50s of that client's own run)."""
 
     def pq(samples: list[float]) -> str:
         return f"{statistics.median(samples):.2f} / {percentile(samples, 0.95):.2f}"
 
     rows: dict[str, str] = {}
-    for name, attr in (("remember", "remember"), ("get_context", "context")):
-        gw_s, eng_s, local_s = (getattr(x, attr) for x in (via_gateway, straight, local))
-        note = ""
-        if attr == "context" and via_gateway.context_error:
-            note = f" (tool error: {via_gateway.context_error})"
-        rows[f"`{name}` p50 / p95 in-process, no transport (ms)"] = pq(local_s)
-        rows[f"`{name}` p50 / p95 straight to the engine socket (ms)"] = pq(eng_s)
-        rows[f"`{name}` p50 / p95 through the gateway (ms)"] = pq(gw_s) + note
-        socket_cost = statistics.median(eng_s) - statistics.median(local_s)
-        rows[f"`{name}` engine socket overhead at p50 (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
-        overhead = statistics.median(gw_s) - statistics.median(eng_s)
-        rows[f"`{name}` gateway overhead at p50 (ms; target ≤ 3)"] = f"{overhead:.2f}"
-        cpus = [getattr(x, attr + "_cpu") for x in (local, straight, via_gateway)]
-        if all(c is not None for c in cpus):
-            label = f"`{name}` CPU per call: in-process / engine over its socket / gateway + its engine (ms)"
-            rows[label] = " / ".join(f"{c:.2f}" for c in cpus)
+    for client, ways in measured.items():
+        via_gateway, straight, local = ways["gateway"], ways["engine"], ways["local"]
+        who = CLIENTS.get(client, client)
+        for name, attr in (("remember", "remember"), ("get_context", "context")):
+            gw_s, eng_s, local_s = (getattr(x, attr) for x in (via_gateway, straight, local))
+            note = ""
+            if attr == "context" and via_gateway.context_error:
+                note = f" (tool error: {via_gateway.context_error})"
+            rows[f"`{name}` p50 / p95 in-process, no transport, beside the {who} calls (ms)"] = pq(local_s)
+            rows[f"`{name}` p50 / p95 straight to the engine socket, {who} (ms)"] = pq(eng_s)
+            rows[f"`{name}` p50 / p95 through the gateway, {who} (ms)"] = pq(gw_s) + note
+            socket_cost = statistics.median(eng_s) - statistics.median(local_s)
+            rows[f"`{name}` engine socket overhead at p50, {who} (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
+            overhead = statistics.median(gw_s) - statistics.median(eng_s)
+            rows[f"`{name}` gateway overhead at p50, {who} (ms; target ≤ 3)"] = f"{overhead:.2f}"
+            cpus = [getattr(x, attr + "_cpu") for x in (local, straight, via_gateway)]
+            if all(c is not None for c in cpus):
+                label = (
+                    f"`{name}` CPU per call, {who}: in-process / engine over its socket / "
+                    "gateway + its engine (ms)"
+                )
+                rows[label] = " / ".join(f"{c:.2f}" for c in cpus)
     return rows
 
 
 def report(m: Measured) -> dict[str, str]:
     """The table rows (metric → value), in order."""
-    rows = latency_rows(m.via_gateway, m.straight, m.local)
+    rows = latency_rows(m.latency)
     rows[f"cold start of a sleeping workspace, p50 / max of {len(m.cold_ms)} (ms; target ≤ 1000)"] = (
         f"{statistics.median(m.cold_ms):.0f} / {max(m.cold_ms):.0f}"
     )
@@ -584,8 +614,19 @@ def table(rows: dict[str, str], calls: int) -> str:
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (load average "
         f"{os.getloadavg()[0]:.1f} when it finished), {calls} calls per figure, loopback HTTP, "
-        "MCP 2026-07-28 client; `python -m bench.gateway` to repeat. Figures before and after "
+        "MCP 2026-07-28 protocol; `python -m bench.gateway` to repeat. Figures before and after "
         'each change to these costs: "Costs that stay flat and small" below.',
+        "",
+        "The latency rows come from two runs, each interleaving the same calls three ways (in-process: "
+        "the engine's `Memory.remember` / `Recall.get_context` in the bench's process, no transport; "
+        "straight to an engine's Unix socket; through the gateway over loopback HTTP). The *mcp client* "
+        "rows call through the `mcp` package's client, as an agent does: they include its own cost "
+        "(pydantic models, a `jsonschema` check of each result against the tool's output schema). The "
+        "*lean client* rows post the same `tools/call` bytes and MCP headers with plain httpx and read "
+        "only `isError` (`bench/lean.py`): they show what the transports themselves add. Socket "
+        "overhead = socket p50 − in-process p50; gateway overhead = gateway p50 − socket p50, both "
+        "within one run. CPU per call counts the serving processes only (the engine; the gateway and "
+        "its engine; for in-process, the bench's own threads), never the client.",
         "",
         "| metric | value | met? |",
         "|---|---|---|",

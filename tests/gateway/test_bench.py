@@ -42,6 +42,10 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
                 "engine socket overhead", "gateway overhead", "CPU per call", "cold start", "idle engine RSS",
                 "running workspaces"):  # fmt: skip
         assert row in text, row
+    for client in ("mcp client", "lean client"):
+        for row in ("straight to the engine socket", "through the gateway", "engine socket overhead at p50",
+                    "gateway overhead at p50"):  # fmt: skip
+            assert f"{row}, {client}" in text, (row, client)
     assert HEADING in capsys.readouterr().out
 
 

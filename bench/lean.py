@@ -1,0 +1,93 @@
+"""A lean MCP client for the benchmarks: plain httpx posting the bytes the ``mcp`` client posts.
+
+The ``mcp`` client does work of its own on every call (pydantic models for the envelope and the
+result, and a ``jsonschema`` validation of each structured result against the tool's output
+schema); timed through it, a transport's overhead includes the client's. This client sends the
+same ``tools/call`` request — the same JSON-RPC body, byte for byte (``tests/bench/test_lean.py``
+compares them), and the same MCP headers, stateless 2026-07-28 protocol as
+``gateway/engines/calls.py`` speaks — and only reads the reply's ``isError``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+PROTOCOL = "2026-07-28"
+#: The ``_meta`` the ``mcp`` client (2.3, default client info) puts on every request.
+META = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+    "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+#: One way of calling a tool: ``(tool, arguments) → error text or None``.
+Call = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+
+
+def tools_call_body(request_id: int, tool: str, arguments: dict[str, Any]) -> bytes:
+    """The JSON-RPC ``tools/call`` body, serialised as the ``mcp`` client serialises it."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": META},
+    }
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def tools_call_headers(tool: str, token: str | None) -> dict[str, str]:
+    """The MCP headers the ``mcp`` client sends with a ``tools/call`` (plus the bearer token)."""
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": PROTOCOL,
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
+    }
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def reply_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC reply: the JSON body, or the last reply in an SSE stream."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [ln[5:].strip() for ln in response.text.splitlines() if ln.startswith("data:")]
+        replies = [json.loads(d) for d in data if d]
+        found = [r for r in replies if isinstance(r, dict) and ("result" in r or "error" in r)]
+        return dict(found[-1]) if found else {"error": {"message": "the stream ended without a reply"}}
+    return dict(response.json())
+
+
+def error_of(response: httpx.Response) -> str | None:
+    """None for a successful tool result; else a short description of what went wrong."""
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}: {response.text[:80]}"
+    reply = reply_of(response)
+    if "error" in reply:
+        return str(reply["error"])[:80]
+    result = reply.get("result") or {}
+    if result.get("isError"):
+        return " ".join(str(c.get("text", "")) for c in result.get("content", []))[:80]
+    return None
+
+
+@asynccontextmanager
+async def lean_client(url: str, *, token: str | None = None, uds: str | None = None) -> AsyncIterator[Call]:
+    """Calls to the MCP endpoint at ``url`` (over the Unix socket ``uds`` if given), one keep-alive
+    connection, no session, one POST per call."""
+    transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
+    ids = itertools.count(1)
+    async with httpx.AsyncClient(transport=transport, timeout=60) as http:
+
+        async def call(tool: str, arguments: dict[str, Any]) -> str | None:
+            body = tools_call_body(next(ids), tool, arguments)
+            return error_of(await http.post(url, content=body, headers=tools_call_headers(tool, token)))
+
+        yield call
