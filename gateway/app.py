@@ -29,8 +29,10 @@ from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
 from gateway.cluster.internal import InternalMcp
+from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
 from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.moves import MoveEndpoints
+from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines
 from gateway.cluster.rest import InternalRest, RestForwarding
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.oauth import TokenLifetimes, iso
@@ -67,6 +69,7 @@ class Components:
     store: ControlPlane
     metrics: Metrics
     supervisor: Supervisor
+    engines: Engines  # the pages' way to an engine: here, or on the workspace's node
     embedder: EmbedderService | None
     origin_policy: hdr.OriginPolicy
     accounts: AccountPolicy
@@ -144,7 +147,16 @@ def build(settings: Settings) -> Components:
         loopback=is_loopback(settings.host),
     )
     store = ControlPlane.connect(settings.database_url, layout.control_db(data_dir))
-    return Components(settings, store, metrics, supervisor, embedder, origin_policy, account_policy(settings))
+    return Components(
+        settings,
+        store,
+        metrics,
+        supervisor,
+        Engines(supervisor),
+        embedder,
+        origin_policy,
+        account_policy(settings),
+    )
 
 
 def wants_page(request: Request) -> bool:
@@ -195,9 +207,11 @@ def cluster_link(
         ),
     )
     parts.supervisor.admit = router.require_local
-    return ClusterLink(
+    link = ClusterLink(
         node.name, settings.cluster_secret, router, Forwarder(settings.cluster_secret, clock=clock)
     )
+    parts.engines.link = link  # pages reach a workspace placed elsewhere through its node
+    return link
 
 
 def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Starlette:
@@ -293,6 +307,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             async with parts.supervisor:
                 yield
             tg.cancel_scope.cancel()
+        await parts.engines.aclose()
         if link is not None:
             await link.forwarder.aclose()
         parts.store.close()
@@ -309,6 +324,16 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         internal = [
             Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
             *moves.routes(),
+            Route(
+                INTERNAL_ENGINE_PREFIX + "/{rest:path}",
+                InternalEngine(link, parts.supervisor, max_body_bytes=rest_body_limit, clock=clock),
+                methods=None,
+            ),
+            Route(
+                INTERNAL_ENGINE_CONTROL,
+                InternalEngineControl(link, parts.supervisor, max_body_bytes=4096, clock=clock),
+                methods=["POST"],
+            ),
             Route(
                 INTERNAL_REST_PREFIX + "/{rest:path}",
                 InternalRest(

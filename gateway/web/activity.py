@@ -117,7 +117,7 @@ async def activity_page(request: Request) -> Response:
     params = {"offset": str((number - 1) * PAGE_SIZE), "limit": str(PAGE_SIZE)}
     if chosen:
         params["connection"] = chosen
-    async with request.app.state.components.supervisor.lease(workspace.id) as lease:
+    async with request.app.state.components.engines.lease(workspace.id) as lease:
         found = await admin.activity(lease.client, params)
     error = found.message if isinstance(found, ToolRefusal) else None
     reply: Mapping[str, Any] = {"entries": [], "more": False} if isinstance(found, ToolRefusal) else found

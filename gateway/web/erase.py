@@ -18,26 +18,48 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
-from gateway.control.store import ControlPlane
-from gateway.engines.supervisor import Supervisor
-from gateway.erasure import Erased, finish
+from gateway.cluster.remote import Engines
+from gateway.control.store import ControlPlane, Workspace
+from gateway.erasure import Erased, finish, remove_files
 from gateway.web.render import render
 
 _MAX_FIELD = 320
 
 
 async def erase_account(
-    store: ControlPlane, supervisor: Supervisor, owner_id: str, *, remote: str | None
+    store: ControlPlane, engines: Engines, owner_id: str, *, remote: str | None
 ) -> Erased:
     """Erase the owner and every workspace: lock out, stop engines, delete folders, forget rows.
 
-    If a folder cannot be deleted the owner stays locked out (nothing of theirs works) with their
+    A workspace placed on another node (node mode) is erased there, by that node
+    (:meth:`~gateway.cluster.remote.Engines.erase_elsewhere`). If a folder cannot be deleted (or
+    its node cannot be reached) the owner stays locked out (nothing of theirs works) with their
     rows kept, an ``account.erase.failed`` event names the workspace, and the operator finishes
     with ``almanac owner erase --finish EMAIL`` (:mod:`gateway.erasure`)."""
     workspaces = store.lock_out_owner(owner_id, remote=remote)
+    here: list[Workspace] = []
+    failed: list[str] = []
     for workspace in workspaces:
-        await supervisor.retire(workspace.id)
-    return await anyio.to_thread.run_sync(finish, store, supervisor.config.data_dir, owner_id, workspaces)
+        elsewhere = await engines.erase_elsewhere(workspace.id)
+        if elsewhere is None:
+            await engines.supervisor.retire(workspace.id)
+            here.append(workspace)
+            continue
+        for what in elsewhere:
+            failed.append(what)
+            store.audit(
+                "account.erase.failed",
+                owner_id=owner_id,
+                workspace_id=workspace.id,
+                detail={"error": "not deleted on the workspace's node"},
+            )
+    if failed:  # the rows stay: what is left can still be found and finished
+        failed += await anyio.to_thread.run_sync(
+            remove_files, store, engines.supervisor.config.data_dir, owner_id, here
+        )
+        return Erased(len(workspaces), tuple(failed))
+    done = await anyio.to_thread.run_sync(finish, store, engines.supervisor.config.data_dir, owner_id, here)
+    return Erased(len(workspaces), done.failed)
 
 
 def _page(request: Request, session: Session, status_code: int = 200, **values: Any) -> Response:
@@ -77,10 +99,8 @@ async def erase(request: Request) -> Response:
             confirm=confirm,
             error=f"To erase the account, type its email, {session.email}, exactly. Nothing was erased.",
         )
-    supervisor = request.app.state.components.supervisor
-    done = await erase_account(
-        context(request).store, supervisor, session.owner_id, remote=remote_of(request)
-    )
+    engines = request.app.state.components.engines
+    done = await erase_account(context(request).store, engines, session.owner_id, remote=remote_of(request))
     response = RedirectResponse("/login?erased=1" if not done.failed else "/login?erased=partly", 303)
     clear_session_cookie(response, request)
     return response

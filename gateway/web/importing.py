@@ -72,7 +72,7 @@ async def start(
         result: dict[str, Any] | None = None
         async with send:
             try:
-                async with parts.supervisor.lease(workspace.id) as lease:
+                async with parts.engines.lease(workspace.id) as lease:
                     async for item in import_events(lease.client, content, label):
                         if isinstance(item, ToolRefusal):
                             _tell(send, _failed(item))
@@ -88,12 +88,12 @@ async def start(
                 return
             try:
                 if result["kind"] == "restore":
-                    await parts.supervisor.stop(workspace.id, reason="restore")  # next call reads it afresh
+                    await parts.engines.stop(workspace.id, reason="restore")  # next call reads it afresh
                 finished(result)
             finally:
                 _tell(send, {"result": result})  # it was imported, whatever happens here
 
-    parts.supervisor.spawn(relay)
+    parts.engines.spawn(relay)
     try:
         first = await receive.receive()
     except anyio.EndOfStream:

@@ -61,7 +61,8 @@ def _workspace(request: Request, session: Session, name: str | None) -> tuple[Wo
 
 
 def _supervisor(request: Request) -> Any:
-    return request.app.state.components.supervisor
+    """The workspace's engine, here or on its node (:class:`gateway.cluster.remote.Engines`)."""
+    return request.app.state.components.engines
 
 
 async def browse(request: Request) -> Response:

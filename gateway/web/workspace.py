@@ -60,7 +60,7 @@ async def _page(
     request: Request, session: Session, workspace: Workspace, workspaces: list[Workspace], **values: Any
 ) -> Response:
     status_code = values.pop("status_code", 200)
-    async with _components(request).supervisor.lease(workspace.id) as lease:
+    async with _components(request).engines.lease(workspace.id) as lease:
         status = await call_tool(lease.client, owner_principal(session, workspace), "memory_status", {})
     usage = None if isinstance(status, ToolRefusal) else status
     defaults: dict[str, Any] = {"error": None, "info": None, "label": ""}
@@ -99,7 +99,7 @@ async def stream_export(
     parts = _components(request)
     stack = AsyncExitStack()
     try:
-        lease = await stack.enter_async_context(parts.supervisor.lease(workspace.id))
+        lease = await stack.enter_async_context(parts.engines.lease(workspace.id))
         upstream = await open_export(lease.client)
         stack.push_async_callback(upstream.aclose)
     except BaseException:

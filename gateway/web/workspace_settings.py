@@ -69,7 +69,8 @@ def chosen_workspace(
 
 
 def _supervisor(request: Request) -> Any:
-    return request.app.state.components.supervisor
+    """The workspace's engine, here or on its node (:class:`gateway.cluster.remote.Engines`)."""
+    return request.app.state.components.engines
 
 
 async def _read(request: Request, workspace: Workspace) -> dict[str, Any]:
