@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import time
 import zipfile
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
@@ -28,6 +30,7 @@ from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREF
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
 from tests.gateway.e2e import Gateway, files_containing, start_gateway, wait_for
+from tests.gateway.web.browser import launch
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_account import sign_in
 from tests.gateway.web.test_pages import PASSWORD
@@ -212,6 +215,30 @@ async def test_an_owner_on_node_b_works_with_a_workspace_placed_on_node_c(
     assert {"settings.change", "workspace.import", "workspace.export"} <= set(kinds)
     assert any(p.name == workspace for p in c.engines())
     assert_nothing_on_b(pair, workspace)
+
+
+def test_the_memories_page_through_node_b_in_a_real_browser(
+    pair: Pair, pia: tuple[str, str], tmp_path: Path
+) -> None:
+    """A smoke test in headless Chromium: sign in on node B, find and open a memory kept on C."""
+    b = pair.nodes["node-b"]
+    with sync_playwright() as playwright:
+        context = launch(playwright, tmp_path / "chromium-profile")
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.goto(b.url + "/login")
+            page.get_by_label("Email").fill(EMAIL)
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(b.url + "/")
+            page.get_by_role("link", name="Memories").click()
+            page.get_by_label("Words or an id").fill("kiln")
+            page.get_by_role("button", name="Search").click()
+            page.get_by_role("link", name=re.compile("The kiln is fired on Thursdays")).click()
+            expect(page.get_by_role("button", name="Retire")).to_be_visible()
+        finally:
+            context.close()
+    assert_nothing_on_b(pair, pia[0])
 
 
 async def test_erasing_the_account_on_node_b_deletes_the_workspace_on_node_c(pair: Pair) -> None:
