@@ -297,6 +297,20 @@ async def test_the_internal_engine_endpoints_refuse_anything_unsigned_or_stale(
     r = httpx.get(c.url + path, headers=signed("GET", path, b"", SECRET, time.time(), "node-c"), timeout=30)
     assert r.status_code == 200, r.text
     assert "max_tokens_default" in r.text
+    assert "x-almanac-refused-by-node" not in r.headers  # the engine's answer, passed on
+    # signed right, for a workspace node C does not hold: refused by the node (so marked), never
+    # served from a second copy
+    store = pair.store()
+    try:
+        elsewhere = store.create_owner("rae@example.com", None)[1].id
+        store.place_on(elsewhere, "node-b", now=time.time(), lease=2.0)
+    finally:
+        store.close()
+    who = Principal("", elsewhere, "web", "Dashboard", read_only=False, scope=None)
+    r = httpx.get(c.url + path, headers=signed("GET", path, b"", SECRET, time.time(), "node-c"), timeout=30)
+    assert r.status_code == 503 and r.headers["x-almanac-refused-by-node"] == "1", r.text
+    assert r.json()["error"]["code"] == "node_unavailable" and int(r.headers["retry-after"]) >= 1
+    assert not (c.data_dir / "workspaces" / elsewhere).exists()
 
 
 async def test_the_owner_node_killed_the_pages_answer_503_and_nothing_is_opened_on_b(
