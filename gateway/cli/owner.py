@@ -10,6 +10,7 @@ import click
 from gateway import erasure, layout
 from gateway.auth.passwords import hash_password
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
+from gateway.cluster.remote import erase_on_their_nodes
 
 
 @click.group()
@@ -54,12 +55,29 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
     """Finish erasing an account whose erase failed part-way (the owner is locked out; a file or
     folder could not be deleted): delete what is left of its workspaces and engine logs, then every
     row about the owner. Run it once the cause is fixed; it refuses an account not being erased,
-    and leaves alone a workspace an engine still serves."""
-    root = make_settings(config_file, data_dir=data_dir).data_dir
+    and leaves alone a workspace an engine still serves. With several nodes (database_url and
+    cluster_secret set), each placed workspace is erased by the node that holds it."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
         owner_id, workspaces = store.owner_being_erased(email)
         store.audit("account.erase.finish", owner_id=owner_id, detail={"workspaces": len(workspaces)})
-        done = erasure.finish(store, root, owner_id, workspaces)
+        elsewhere: list[str] = []
+        count = len(workspaces)
+        if settings.database_url is not None and settings.cluster_secret is not None:
+            # several nodes: each placed workspace is erased by its own node, on its own disk
+            unplaced, elsewhere = erase_on_their_nodes(
+                store, settings.cluster_secret, [w.id for w in workspaces]
+            )
+            for _ in elsewhere:
+                store.audit(
+                    "account.erase.failed", owner_id=owner_id, detail={"error": "not deleted on its node"}
+                )
+            workspaces = [w for w in workspaces if w.id in unplaced]
+        if elsewhere:  # the rows stay, so this can be run again
+            done = erasure.Erased(count, tuple(elsewhere))
+        else:
+            done = erasure.finish(store, root, owner_id, workspaces)
     if done.failed:
         for path in done.failed:
             click.echo(f"could not delete {path}", err=True)
@@ -68,4 +86,4 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
             err=True,
         )
         sys.exit(1)
-    click.echo(f"erased the account {owner_id} and its {done.workspaces} workspace(s)", err=True)
+    click.echo(f"erased the account {owner_id} and its {count} workspace(s)", err=True)

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 from urllib.parse import unquote
 
 import httpx
 
+from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.placement import Forward, Local, Unavailable
+from gateway.cluster.placement import Forward, Local, Node, Placement, Unavailable
 from gateway.control.store import Principal
 from gateway.engines.supervisor import Lease, Supervisor, SupervisorConfig
 from gateway.errors import (
@@ -62,6 +64,13 @@ Action = Literal["stop", "restart", "erase"]
 #: The identity an engine call carries when the page set none (the ``/admin`` routes): the owner's
 #: dashboard, the same name the pages give their tool calls.
 _DASHBOARD = ("web", "Dashboard")
+
+
+class _Placements(Protocol):
+    def nodes(self) -> list[Node]: ...
+
+    def placement(self, workspace_id: str) -> Placement | None: ...
+
 
 _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
     cls.code: cls
@@ -279,3 +288,51 @@ class Engines:
     async def aclose(self) -> None:
         if self._inner is not None:
             await self._inner.aclose()
+
+
+def erase_on_their_nodes(
+    store: _Placements, secret: str, workspace_ids: list[str], *, clock: Callable[[], float] = time.time
+) -> tuple[list[str], list[str]]:
+    """``almanac owner erase --finish`` in a cluster: ask each placed workspace's node, signed, to
+    erase it there (``/internal/v1/engine-control``). Returns the workspaces placed nowhere (their
+    files, if any, are in this data directory) and what could not be deleted."""
+    nodes = {n.name: n for n in store.nodes()}
+    unplaced: list[str] = []
+    failed: list[str] = []
+    body = json.dumps({"action": "erase", "reason": "erase"}).encode()
+    with httpx.Client(timeout=httpx.Timeout(30.0, read=120.0)) as http:
+        for workspace_id in workspace_ids:
+            placement = store.placement(workspace_id)
+            node = None if placement is None else nodes.get(placement.node)
+            if placement is None:
+                unplaced.append(workspace_id)
+                continue
+            if node is None:
+                failed.append(f"workspace {workspace_id}: its node {placement.node!r} is not registered")
+                continue
+            principal = caller_of(httpx.Headers(), workspace_id)
+            signed = signing.sign(
+                secret,
+                method="POST",
+                path=INTERNAL_ENGINE_CONTROL,
+                principal=principal,
+                target=node.name,
+                body=body,
+                now=clock(),
+            )
+            headers = {
+                "content-type": "application/json",
+                signing.PRINCIPAL_HEADER.decode(): signed.principal,
+                signing.SIGNATURE_HEADER.decode(): signed.signature,
+            }
+            try:
+                reply = http.post(node.advertise_url + INTERNAL_ENGINE_CONTROL, content=body, headers=headers)
+            except httpx.TransportError as exc:
+                failed.append(f"workspace {workspace_id}: node {node.name!r} cannot be reached ({exc})")
+                continue
+            if reply.status_code != 200:
+                why = refusal_of(reply.status_code, reply.content, None, node.name).message
+                failed.append(f"workspace {workspace_id} on node {node.name!r}: {why}")
+                continue
+            failed += [str(p) for p in reply.json().get("failed", [])]
+    return unplaced, failed

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -257,6 +258,28 @@ async def test_erasing_the_account_on_node_b_deletes_the_workspace_on_node_c(pai
         )
         assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=1", erased.text
     assert not folder.exists()
+    assert not any(p.name == workspace for p in c.engines())
+    assert not pair.rows("SELECT id FROM owners WHERE email = %s", email)
+    assert_nothing_on_b(pair, workspace)
+
+
+async def test_an_erase_left_half_way_is_finished_from_any_node_by_the_workspace_s_node(pair: Pair) -> None:
+    """``almanac owner erase --finish`` run on node B's data directory: the workspace on node C is
+    erased by node C (its engine stopped, its folder deleted), then the rows go."""
+    email = "ruth@example.com"
+    workspace, token = pair.owner_on_c(email)
+    b, c = pair.nodes["node-b"], pair.nodes["node-c"]
+    api(c, token, "POST", "/memories", {"statement": "Ruth's kiln log."})
+    assert any(p.name == workspace for p in c.engines())
+    owner_id = str(pair.rows("SELECT id FROM owners WHERE email = %s", email)[0][0])
+    store = pair.store()
+    try:
+        store.lock_out_owner(owner_id, remote=None)  # as an erase whose deletions did not happen
+    finally:
+        store.close()
+    b.cli_env["ALMANAC_CLUSTER_SECRET"] = SECRET
+    out = await anyio.to_thread.run_sync(lambda: b.cli("owner", "erase", email, "--finish"))
+    assert not (c.data_dir / "workspaces" / workspace).exists(), out
     assert not any(p.name == workspace for p in c.engines())
     assert not pair.rows("SELECT id FROM owners WHERE email = %s", email)
     assert_nothing_on_b(pair, workspace)
