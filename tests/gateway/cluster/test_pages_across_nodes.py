@@ -356,6 +356,7 @@ async def test_the_owner_node_killed_the_pages_answer_503_and_nothing_is_opened_
         wait = r.headers["retry-after"]
         assert "This workspace&#39;s node" in r.text and "is unavailable" in r.text, r.text
         assert f"try again in {wait} s" in r.text, r.text
+        assert '<h1 id="heading">Not available right now</h1>' in r.text
 
     for path in ("/memories", "/workspace", "/settings", "/activity", "/workspace/export"):
         refused(await browser.get(path))  # at once: C does not answer
