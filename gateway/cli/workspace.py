@@ -118,7 +118,8 @@ def workspace_move(
             placement = store.placement(ws.id)
             where = "nowhere yet" if placement is None else placement.node
             if placement is not None and placement.moving_to is not None:
-                where += f" (moving to {placement.moving_to})"
+                left = max(0.0, (placement.move_deadline or 0.0) - time.time())
+                where += f" (moving to {placement.moving_to}; called off unless advanced within {left:.0f} s)"
             click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
             for record in store.moves_of(ws.id):
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")

@@ -158,6 +158,9 @@ async def test_a_move_killed_before_the_switch_is_called_off_and_the_source_serv
         for edge in (a, b):
             refused = _call(edge, token)
             assert refused.status_code == 503 and refused.json()["error"]["code"] == "workspace_moving"
+        under_way = _run(a, "ada@example.com", "--status")
+        assert "on node-a (moving to node-b; called off unless advanced within" in under_way.stdout
+        assert "\tcopied\tunder way" in under_way.stdout, under_way.stdout
         busy = _run(a, "ada@example.com", "--finish")  # nothing to finish while it is under way
         assert busy.returncode == 1 and "still under way" in busy.stderr, busy.stderr
         other = _run(a, "ada@example.com", "--to", "node-b")  # nor a second move beside it
