@@ -14,6 +14,11 @@ hosts) or one row change in the control plane:
 
 Anything failing before the flip calls the move off (the target's partial copy is discarded, the
 source serves the workspace again); nothing is deleted before the target has served the copy.
+
+The drain is a lease: the move is recorded (:mod:`gateway.control.moves`) with a deadline that a
+thread of this command pushes forward while it works. A command that dies before the flip pushes
+nothing, and the source node calls the move off once the deadline has passed. One that dies after
+the flip leaves the old copy on the source: :func:`finish` (``--finish``) completes the move.
 """
 
 from __future__ import annotations
