@@ -274,27 +274,41 @@ def context_turns(recall: Recall, built: Built, question: str, limit: int = 10) 
     return out
 
 
+def query_vectors(built: list[Built], settings: RecallSettings) -> dict[tuple[int, str], Any]:
+    """Each question's query vector as the search in workspace ``i`` embeds it (its own
+    conversation's and the next one's, which the honest-miss check asks), keyed ``(i, text)``."""
+    recalls = [Recall(b.indexer, settings) for b in built]
+    out: dict[tuple[int, str], Any] = {}
+    for i, b in enumerate(built):
+        for q in b.conv.questions:
+            for j in dict.fromkeys((i, (i + 1) % len(built))):
+                if (j, q.text) not in out:
+                    out[j, q.text] = recalls[j].query_vector(q.text)
+    return out
+
+
 def evaluate(
-    built: list[Built], settings: RecallSettings, qvecs: dict[str, Any], *, context: bool = True
+    built: list[Built], settings: RecallSettings, qvecs: dict[tuple[int, str], Any], *, context: bool = True
 ) -> dict[str, Any]:
     """Quality of every question against its own conversation, and honest-miss rates; with
-    ``context``, also recall@10 of what ``get_context`` returns."""
+    ``context``, also recall@10 of what ``get_context`` returns. ``qvecs``: :func:`query_vectors`."""
     halves = {"A": Tally(), "B": Tally(), "all": Tally(), "get_context": Tally()}
     own_true = wrong_false = asked = 0
     for i, b in enumerate(built):
         recall = Recall(b.indexer, settings)
-        other = Recall(built[(i + 1) % len(built)].indexer, settings)
+        j = (i + 1) % len(built)
+        other = Recall(built[j].indexer, settings)
         for q in b.conv.questions:
-            ranked = ranked_turns(recall, b, q.text, qvecs.get(q.text))
+            ranked = ranked_turns(recall, b, q.text, qvecs.get((i, q.text)))
             values = scores(ranked, q.evidence)
             halves["all"].add(q.category, values)
             halves["A" if b.conv.sample_id in HALF_A else "B"].add(q.category, values)
             if context:
                 halves["get_context"].add(q.category, scores(context_turns(recall, b, q.text), q.evidence))
             asked += 1
-            own_true += recall.search(q.text, limit=10, qvec=qvecs.get(q.text)).relevant
+            own_true += recall.search(q.text, limit=10, qvec=qvecs.get((i, q.text))).relevant
             if len(built) > 1:
-                wrong_false += not other.search(q.text, limit=10, qvec=qvecs.get(q.text)).relevant
+                wrong_false += not other.search(q.text, limit=10, qvec=qvecs.get((j, q.text))).relevant
     result: dict[str, Any] = {k: v.summary() for k, v in halves.items()}
     result["honest_miss"] = {
         "own_relevant_true": round(100 * own_true / max(asked, 1), 1),
@@ -365,7 +379,7 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
         root = Path(tmp) if args.keep is None else args.keep / f"{args.mode}-{layout}"
         built = build_all(convs, root, args.mode, embedder, cache, keep=args.keep is not None)
         t0 = time.perf_counter()
-        qvecs = {q.text: embedder.embed_query(q.text) for c in convs for q in c.questions}
+        qvecs = query_vectors(built, RecallSettings())
         embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
         t1 = time.perf_counter()
         result = evaluate(built, RecallSettings(), qvecs, context=not args.no_context)

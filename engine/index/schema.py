@@ -152,6 +152,7 @@ class ChunkRow:
     grp: str
     importance: float | None
     text: str
+    context: str
     tags: str
     parts: int
     names: str

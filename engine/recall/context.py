@@ -21,7 +21,7 @@ from engine.recall import budget as B
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
-from engine.recall.query import Query, names_person, parse_query, quote
+from engine.recall.query import Query, names_person, parse_query, quote, without_names
 from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
@@ -90,9 +90,24 @@ class Recall:
             return False
         return bool(self.db.any_embedded())  # nothing embedded yet: keyword mode until it is
 
-    def _embed(self, query: Query) -> QVec:
+    def dense_text(self, query: Query) -> str:
+        """What the query vector embeds: the query without the names this workspace knows.
+
+        A name says whom a question is about, and whether a memory repeats it depends only on how
+        it happens to be worded ("Caroline: I …", "On 8 May, Caroline said …" or just "I …"); the
+        keyword search and the person prior match it, the vector matches the rest of the question
+        (docs/recall.md). A name the workspace has never seen stays: nothing here matches it anyway.
+        """
+        return without_names(query.text, self._known_names(query))
+
+    def query_vector(self, text: str) -> QVec:
+        """The vector a search for ``text`` embeds (None when recall answers by keywords)."""
+        query = parse_query(text)
+        return self._embed(self.dense_text(query)) if self._wants_vector(query) else None
+
+    def _embed(self, text: str) -> QVec:
         try:
-            vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(query.text)
+            vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(text)
             return vec
         except Exception as exc:  # a failing provider degrades recall to keywords, never breaks it
             log.warning("query embedding failed, answering by keywords: %s", exc)
@@ -103,10 +118,11 @@ class Recall:
         (SQLite and the ONNX model both release the GIL); call the result to wait for it."""
         if not self._wants_vector(query):
             return lambda: None
+        text = self.dense_text(query)
         if not self.settings.overlap_embedding:
-            vec = self._embed(query)
+            vec = self._embed(text)
             return lambda: vec
-        future = _pool().submit(self._embed, query)
+        future = _pool().submit(self._embed, text)
         return future.result
 
     def _known_names(self, query: Query) -> set[str]:
@@ -359,7 +375,11 @@ class Recall:
 
 
 def _coverage(terms: tuple[str, ...], hit: Hit, known: set[str]) -> float:
-    return lexical_score(terms, hit.row.text, hit.row.tags.split("\n"), given=known)
+    """Keyword coverage of a hit for a query naming people the workspace knows: the names count
+    as covered, and the memory's neighbours (its ``context``) count with its own words — what
+    was said about someone is often worded in the exchange around it, not repeated in it."""
+    row = hit.row
+    return lexical_score(terms, f"{row.text}\n{row.context}", row.tags.split("\n"), given=known)
 
 
 _POOL: ThreadPoolExecutor | None = None

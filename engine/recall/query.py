@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -67,6 +68,21 @@ def parse_query(text: str | None) -> Query:
         if (i > 0 or match.start() > 0) and word not in STOP_WORDS and len(word) >= 2:
             names.append(word)
     return Query(text, terms_of(text), frozenset(words_of(text)), tuple(dict.fromkeys(names)))
+
+
+def without_names(text: str, names: Collection[str]) -> str:
+    """``text`` with every capitalised word that is one of ``names`` (case-folded; a possessive
+    ``'s`` goes with it) left out, spaces tidied: "What did Caroline's team research?" without
+    ``{"caroline"}`` is "What did team research?". The text itself when nothing is left."""
+    if not names:
+        return text
+
+    def drop(match: re.Match[str]) -> str:
+        word = re.sub(r"['’]s$", "", match.group(1)).casefold()
+        return "" if word in names else match.group(0)
+
+    out = " ".join(_NAME.sub(drop, text).split())
+    return out if words_of(out) else text
 
 
 def names_person(query: Query, person: str) -> bool:

@@ -10,15 +10,16 @@ whether a memory repeats it depends only on how it happens to be worded ("Caroli
 (a capitalised word) the workspace has never heard of is scaled down by
 :data:`UNKNOWN_NAME_FACTOR`. ``relevant`` is
 true when the best confidence reaches ``min_match_score``; the constants were calibrated on
-LoCoMo's dev halves (see docs/recall.md).
+LoCoMo's dev halves (see docs/recall.md), for query vectors that leave out the names the
+workspace knows (:meth:`engine.recall.context.Recall.dense_text`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-COS_FLOOR = 0.25
-COS_CEIL = 0.65
+COS_FLOOR = 0.15
+COS_CEIL = 0.6
 UNKNOWN_NAME_FACTOR = 0.5
 MIN_MATCH_SCORE = 0.5
 

@@ -6,14 +6,15 @@ it is about, are found wherever the layout puts them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from engine.embed.base import Matrix, ProviderStatus, Vector
 from engine.recall.context import Recall, RecallSettings
-from tests.engine.index.helpers import CALLER, engine
+from tests.engine.index.helpers import CALLER, EMBEDDER, engine
 
 # (person, what they said, the day) — two people, each also mentioning the other's topic.
 FACTS = [
@@ -80,3 +81,61 @@ def test_whether_anything_matched_does_not_depend_on_the_memory_naming_the_perso
     plain = verdicts(tmp_path / "plain", PLAIN, asked + stranger)
     assert named == plain, f"the verdict depends on the layout: {named} vs {plain}"
     assert all(plain[q] for q in asked) and not plain[stranger[0]], plain
+
+
+class RecordingEmbedder:
+    """The real embedder, remembering the texts of the query vectors asked for."""
+
+    def __init__(self) -> None:
+        self.inner = EMBEDDER
+        self.queries: list[str] = []
+        self.provider = EMBEDDER.provider
+        self.model_id = EMBEDDER.model_id
+        self.dim = EMBEDDER.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        self.queries.append(text)
+        return self.inner.embed_query(text)
+
+    def probe(self) -> ProviderStatus:
+        return self.inner.probe()
+
+
+@pytest.mark.req("quality:layouts")
+def test_the_query_vector_leaves_out_the_names_the_workspace_knows(tmp_path: Path) -> None:
+    """Whether a memory repeats whom it is about is wording, so the meaning side of a search
+    embeds the question without the names the workspace knows (the keywords and the person prior
+    still use them); a name it has never seen stays."""
+    recorder = RecordingEmbedder()
+    with engine(tmp_path, recorder) as e:
+        for who, said, day in FACTS:
+            e.memory.remember(CALLER, LAYOUTS["name first"](who, said, day))
+        e.settle()
+        recorder.queries.clear()
+        e.recall.search("What did Priya and Zoltan bake?", limit=3)
+        e.recall.get_context(CALLER, "Which pet did Tomás adopt?")
+        assert recorder.queries == ["What did and Zoltan bake?", "Which pet did adopt?"]
+        assert e.recall.search("Priya?", limit=3).hits  # nothing but a name: the name is embedded
+        assert recorder.queries[-1] == "Priya?"
+
+
+@pytest.mark.req("quality:layouts")
+@pytest.mark.req("quality:honest-miss")
+def test_an_answer_worded_around_the_question_in_its_neighbours_is_a_match(tmp_path: Path) -> None:
+    """What was said about someone is often worded in the exchange around it ("What did you bake
+    for the party?" — "A lemon tart."): with a known person named, the neighbours' words count
+    toward the match, whatever the answer itself repeats."""
+    with engine(tmp_path) as e:
+        e.memory.remember(CALLER, "Priya and Tomás met at the climbing gym.")  # both are known
+        e.memory.remember(CALLER, "What did you bake for dessert?")
+        tart = e.memory.remember(CALLER, "A lemon tart, from my grandmother's recipe.").id
+        e.memory.remember(CALLER, "Everyone at the party loved it.")
+        e.settle()
+        words_only = Recall(e.indexer, RecallSettings(semantic=False))
+        found = words_only.search("What lemon dessert did Priya bake for the party?", limit=10)
+        assert tart in [h.memory for h in found.hits[:5]] and found.relevant
+        stranger = words_only.search("What lemon dessert did Zoltan bake for the party?", limit=10)
+        assert not stranger.relevant

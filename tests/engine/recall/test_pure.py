@@ -11,7 +11,7 @@ from engine.index.schema import TOKENIZE, FactRow
 from engine.recall import budget as B
 from engine.recall.fusion import Candidate, Weights, fuse, group_scores
 from engine.recall.lexical import lexical_score
-from engine.recall.query import parse_query
+from engine.recall.query import parse_query, without_names
 from engine.recall.relevance import confidence, query_confidence
 from engine.recall.scopes import FactHit, scope_rule
 from engine.store.ids import fact_id
@@ -131,6 +131,8 @@ def test_match_confidence_is_absolute_and_unknown_names_lower_it() -> None:
     assert confidence(0.0, 0.1) == 0.0
     assert confidence(0.0, 0.9) == 1.0
     assert confidence(0.8, None) == 0.8
+    assert confidence(0.0, 0.15) == 0.0 and confidence(0.0, 0.6) == 1.0  # the cosine band, 0.15 … 0.6
+    assert confidence(0.0, 0.375) == pytest.approx(0.5)
     assert query_confidence([0.8], unknown_names=1, named=1) < query_confidence([0.8], 0, 1)
 
 
@@ -146,3 +148,14 @@ def test_coverage_counts_given_words_as_found_wherever_the_memory_is_silent() ->
     )
     assert given == named  # the name counts the same whether the memory repeats it or not
     assert lexical_score(terms, "Nothing about it.", given={"caroline"}) < 0.5
+
+
+@pytest.mark.req("quality:layouts")
+def test_the_dense_query_leaves_out_the_given_names() -> None:
+    assert without_names("What did Caroline's team research?", {"caroline"}) == "What did team research?"
+    assert without_names("Did Melanie and Caroline meet in Paris?", {"melanie", "paris"}) == (
+        "Did and Caroline meet in ?"
+    )
+    assert without_names("What did caroline research?", {"caroline"}) == "What did caroline research?"
+    assert without_names("Caroline?", {"caroline"}) == "Caroline?"  # nothing else left: unchanged
+    assert without_names("What did Caroline research?", set()) == "What did Caroline research?"
