@@ -32,6 +32,7 @@ from gateway.edge.proxy import (
     read_all,
     refused_between_nodes,
     send_error,
+    via_client,
 )
 from gateway.errors import (
     ClusterSignatureInvalid,
@@ -102,7 +103,7 @@ class RestForwarding:
         target = INTERNAL_REST_PREFIX + str(scope["path"]) + _query(scope)
         request = self.link.forwarder.request(where, method, raw_headers, body, principal, path=target)
         await self.proxy.stream(
-            self.link.forwarder.client,
+            via_client(self.link.forwarder.client),
             request,
             principal,
             receive,

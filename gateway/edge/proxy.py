@@ -32,7 +32,7 @@ from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import PrincipalCache, off_loop
 from gateway.edge.ratelimit import RateLimiter
-from gateway.engines.supervisor import Lease
+from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.errors import (
     EngineUnreachable,
     GatewayError,
@@ -53,8 +53,12 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+#: Sends a built request upstream and returns its response, body not read yet.
+Upstream = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 METHODS = ("POST", "GET", "DELETE")
+ENGINE_MCP_URL = "http://localhost/mcp"
+_ENGINE_EXTENSIONS = {"timeout": ENGINE_TIMEOUT.as_dict()}
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 SCOPE = "memory"
 _TOUCH_EVERY = 60.0
@@ -110,6 +114,15 @@ async def send_error(send: Send, exc: GatewayError) -> None:
     raw.append((b"content-length", str(len(body)).encode("ascii")))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def via_client(client: httpx.AsyncClient) -> Upstream:
+    """Send through ``client`` (its settings: base URL, timeouts), streaming the response."""
+
+    async def send(request: httpx.Request) -> httpx.Response:
+        return await client.send(request, stream=True)
+
+    return send
 
 
 def refused_between_nodes(upstream: httpx.Response) -> None:
@@ -246,7 +259,7 @@ class McpProxy:
             if isinstance(where, Forward):
                 request = self.cluster.forwarder.request(where, method, raw_headers, body, principal)
                 await self.stream(
-                    self.cluster.forwarder.client,
+                    via_client(self.cluster.forwarder.client),
                     request,
                     principal,
                     receive,
@@ -280,11 +293,15 @@ class McpProxy:
             if owner is not None and owner != principal.connection_id:
                 raise SessionNotFound("no such session for this connection; start a new one")
             upstream_headers = hdr.upstream_request(raw_headers, principal)
-            request = lease.client.build_request(
-                method, "/mcp", headers=upstream_headers, content=body or None
+            request = httpx.Request(
+                method,
+                ENGINE_MCP_URL,
+                headers=upstream_headers,
+                content=body or None,
+                extensions=_ENGINE_EXTENSIONS,
             )
             await self.stream(
-                lease.client,
+                lease.transport.handle_async_request,
                 request,
                 principal,
                 receive,
@@ -359,7 +376,7 @@ class McpProxy:
 
     async def stream(
         self,
-        client: httpx.AsyncClient,
+        upstream: Upstream,
         request: httpx.Request,
         principal: Principal,
         receive: Receive,
@@ -369,7 +386,8 @@ class McpProxy:
         unreachable: Callable[[], GatewayError],
         response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders] = hdr.downstream_response,
     ) -> None:
-        """Send ``request`` upstream and stream its answer back; a client that goes away cancels it."""
+        """Send ``request`` through ``upstream`` (a client's send or a transport's, see
+        :func:`via_client`) and stream its answer back; a client that goes away cancels it."""
         async with anyio.create_task_group() as tg:
 
             async def watch_disconnect() -> None:
@@ -381,7 +399,7 @@ class McpProxy:
             refused: GatewayError | None = None
             try:
                 await self._relay(
-                    client, request, principal, send, on_response, unreachable, response_headers
+                    upstream, request, principal, send, on_response, unreachable, response_headers
                 )
             except GatewayError as exc:  # re-raised below, outside the task group, so not wrapped
                 refused = exc
@@ -392,7 +410,7 @@ class McpProxy:
 
     async def _relay(
         self,
-        client: httpx.AsyncClient,
+        upstream_send: Upstream,
         request: httpx.Request,
         principal: Principal,
         send: Send,
@@ -401,7 +419,7 @@ class McpProxy:
         response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders],
     ) -> None:
         try:
-            upstream = await client.send(request, stream=True)
+            upstream = await upstream_send(request)
         except httpx.TransportError as exc:
             logs.event(
                 self._log,

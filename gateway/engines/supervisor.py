@@ -53,6 +53,11 @@ EXIT_LOCKED = 3
 ENGINE_KEEPALIVE_SECONDS = 30.0
 
 
+#: Calls to an engine: 10 s to connect, write or wait for a pooled connection; no read timeout
+#: (a stream of progress notifications may run long).
+ENGINE_TIMEOUT = httpx.Timeout(10.0, read=None)
+
+
 @dataclass(frozen=True)
 class SupervisorConfig:
     engine_command: tuple[str, ...]
@@ -84,6 +89,8 @@ class Slot:
     state: State = State.STOPPED
     proc: Process | None = None
     client: httpx.AsyncClient | None = None
+    #: the transport under ``client`` (one connection pool): the /mcp proxy sends through it directly
+    transport: httpx.AsyncBaseTransport | None = None
     in_flight: int = 0
     last_used: float = 0.0
     failures: tuple[float, ...] = ()
@@ -94,10 +101,13 @@ class Slot:
 
 @dataclass(frozen=True)
 class Lease:
-    """A running engine, held for the length of one request."""
+    """A running engine, held for the length of one request. ``transport`` is the one under
+    ``client``: the /mcp proxy sends its already-built requests through it, without the client's
+    per-request work (URL merging, cookies, auth and redirect handling) that it has no use for."""
 
     client: httpx.AsyncClient
     slot: Slot
+    transport: httpx.AsyncBaseTransport
 
 
 def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> tuple[str, ...]:
@@ -220,13 +230,13 @@ class Supervisor:
         slot = self.slot(workspace_id)
         if slot.state is not State.RUNNING:
             await self._ensure_running(slot)
-        assert slot.client is not None
-        client = slot.client
+        assert slot.client is not None and slot.transport is not None
+        client, transport = slot.client, slot.transport
         slot.last_used = self._clock()
         if counts_as_use:
             slot.in_flight += 1
             try:
-                yield Lease(client, slot)
+                yield Lease(client, slot, transport)
             finally:
                 slot.in_flight -= 1
                 slot.last_used = self._clock()
@@ -234,7 +244,7 @@ class Supervisor:
             with anyio.CancelScope() as scope:
                 slot.streams.add(scope)
                 try:
-                    yield Lease(client, slot)
+                    yield Lease(client, slot, transport)
                 finally:
                     slot.streams.discard(scope)
 
@@ -317,10 +327,11 @@ class Supervisor:
             max_keepalive_connections=self.config.max_connections,
             keepalive_expiry=ENGINE_KEEPALIVE_SECONDS,
         )
+        slot.transport = httpx.AsyncHTTPTransport(uds=str(socket), limits=limits)
         slot.client = httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=str(socket), limits=limits),
+            transport=slot.transport,
             base_url="http://localhost",
-            timeout=httpx.Timeout(10.0, read=None),
+            timeout=ENGINE_TIMEOUT,
         )
         slot.proc, slot.state = proc, State.RUNNING
         slot.generation += 1
@@ -391,7 +402,7 @@ class Supervisor:
         """Forget a slot's engine (already exited or being stopped): close streams and client."""
         for scope in list(slot.streams):
             scope.cancel()
-        client, slot.client, slot.proc = slot.client, None, None
+        client, slot.client, slot.transport, slot.proc = slot.client, None, None, None
         slot.state = State.STOPPED
         slot.sessions.clear()
         self.metrics.engines_running.set(len(self.running()))

@@ -34,10 +34,9 @@ class MockEngines:
         self.leases.append(counts_as_use)
         if self.fail is not None:
             raise self.fail
-        async with httpx.AsyncClient(
-            transport=httpx.MockTransport(self.handler), base_url="http://localhost"
-        ) as client:
-            yield Lease(client, self.slot)
+        transport = httpx.MockTransport(self.handler)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            yield Lease(client, self.slot, transport)
 
 
 class Chunks(httpx.AsyncByteStream):
