@@ -207,26 +207,53 @@ def day_words(day: date) -> str:
     return f"{day.day} {month} {day.year} {month} {day.year} {day.isoformat()}"
 
 
-def date_words(moment: datetime | None, text: str = "") -> str:
-    """The days a memory is about, as words: the day it was written (UTC) and every day its
-    text names (absolute, or relative to when it was written)."""
+def date_words(moment: datetime | None, text: str = "", carried: date | None = None) -> str:
+    """The days a memory is about, as words: the day it was written (UTC), the day it carries
+    from a dated entry before it (:func:`carried_day`) and every day its text names (absolute,
+    or relative to when it was written)."""
     days = [] if moment is None else [moment.date()]
+    days += [] if carried is None else [carried]
     days += [d for d, _ in written_days(text, moment)]
     return " ".join(day_words(d) for d in dict.fromkeys(days))
 
 
-def day_of(item: Item) -> date | None:
-    """The day a memory belongs to: a date it states up front, else the UTC day it was written."""
+def same_sitting(a: Item, b: Item) -> bool:
+    """Whether two memories of a stream were written close enough to be one sitting."""
+    if a.created is None or b.created is None:
+        return False
+    return abs(a.created - b.created) <= NEIGHBOUR_WINDOW
+
+
+def carried_day(item: Item, before: Item | None, before_day: date | None) -> date | None:
+    """The day ``item`` is about: the date it states up front, else the day of the memory just
+    before it in its stream (``before_day``) if that one was written in the same sitting — an
+    entry dated once goes on for the undated memories written after it — else None."""
     stated = stated_day(item.text)
     if stated is not None:
         return stated
+    return before_day if before is not None and same_sitting(item, before) else None
+
+
+def stream_days(members: Sequence[Item]) -> list[date | None]:
+    """:func:`carried_day` for every memory of a stream, in write order."""
+    out: list[date | None] = []
+    for i, item in enumerate(members):
+        out.append(carried_day(item, members[i - 1] if i else None, out[-1] if i else None))
+    return out
+
+
+def day_of(item: Item, day: date | None = None) -> date | None:
+    """The day a memory belongs to: the day it is about (``day``, :func:`carried_day`), else the
+    UTC day it was written."""
+    if day is not None:
+        return day
     return None if item.created is None else item.created.date()
 
 
-def group_of(item: Item) -> str:
+def group_of(item: Item, day: date | None = None) -> str:
     """The memory's session: its stream's day (:func:`day_of`; "" when it has none)."""
-    day = day_of(item)
-    return "" if day is None else f"{item.stream}\x1f{day.isoformat()}"
+    found = day_of(item, day)
+    return "" if found is None else f"{item.stream}\x1f{found.isoformat()}"
 
 
 def wikilinks(text: str) -> tuple[str, ...]:
@@ -300,23 +327,39 @@ def _clip(text: str, limit: int = CONTEXT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit]
 
 
-def neighbours(item: Item, other: Item | None) -> bool:
-    """Whether ``other`` (before or after ``item`` in its stream) is close enough to be context."""
-    if other is None or item.created is None or other.created is None:
+def neighbours(item: Item, other: Item | None, mine: date | None = None, theirs: date | None = None) -> bool:
+    """Whether ``other`` (before or after ``item`` in its stream) is close enough to be context;
+    ``mine`` and ``theirs`` are the days they are about (:func:`carried_day`)."""
+    if other is None or not same_sitting(item, other):
         return False
-    if abs(item.created - other.created) > NEIGHBOUR_WINDOW:
-        return False
-    mine, theirs = stated_day(item.text), stated_day(other.text)
-    return mine is None or theirs is None or mine == theirs  # dated entries of other days are not
+    return mine is None or theirs is None or mine == theirs  # entries about other days are not
 
 
-def item_docs(item: Item, before: Item | None, after: Item | None) -> list[ChunkDoc]:
-    """The chunk rows of ``item``, given the memories just before and after it in its stream."""
+Days = tuple[date | None, date | None, date | None]
+
+
+def _own_day(item: Item | None) -> date | None:
+    return None if item is None else stated_day(item.text)
+
+
+def item_docs(
+    item: Item, before: Item | None, after: Item | None, days: Days | None = None
+) -> list[ChunkDoc]:
+    """The chunk rows of ``item``, given the memories just before and after it in its stream and
+    the days the three are about (:func:`carried_day`; by default each one's own stated day)."""
+    day_before, day, day_after = days or (_own_day(before), stated_day(item.text), _own_day(after))
     pieces = chunk_text(item.text)
     prev_text = (
-        _clip(chunk_text(before.text)[-1][-CONTEXT_CHARS:]) if before and neighbours(item, before) else ""
+        _clip(chunk_text(before.text)[-1][-CONTEXT_CHARS:])
+        if before and neighbours(item, before, day, day_before)
+        else ""
     )
-    next_text = _clip(chunk_text(after.text)[0]) if after is not None and neighbours(item, after) else ""
+    next_text = (
+        _clip(chunk_text(after.text)[0])
+        if after is not None and neighbours(item, after, day, day_after)
+        else ""
+    )
+    carried = day if day is not None and stated_day(item.text) is None else None
     speaker = speaker_of(item.text, item.source)
     created = None if item.created is None else format_time(item.created)
     docs: list[ChunkDoc] = []
@@ -333,12 +376,12 @@ def item_docs(item: Item, before: Item | None, after: Item | None) -> list[Chunk
                 source=item.source,
                 speaker=speaker if i == 0 else speaker_of(piece, item.source),
                 created=created,
-                grp=group_of(item),
+                grp=group_of(item, day),
                 importance=item.importance,
                 name=item.name,
                 text=piece,
                 context="\n".join(t for t in (left, right) if t),
-                dates=date_words(item.created, piece),
+                dates=date_words(item.created, piece, carried),
                 names=" ".join(names(piece)),
                 tags="\n".join(item.tags),
                 parts=len(pieces),
@@ -362,13 +405,22 @@ def streams(items: Iterable[Item]) -> dict[str, list[Item]]:
     return out
 
 
+def around(
+    members: Sequence[Item], days: Sequence[date | None], i: int
+) -> tuple[Item | None, Item | None, Days]:
+    """The memories before and after ``members[i]`` and the days of the three (``days``:
+    :func:`stream_days`), as :func:`item_docs` takes them."""
+    before = members[i - 1] if i > 0 else None
+    after = members[i + 1] if i + 1 < len(members) else None
+    return before, after, (days[i - 1] if i > 0 else None, days[i], days[i + 1] if after else None)
+
+
 def all_docs(items: Sequence[Item]) -> list[ChunkDoc]:
     """Every chunk row of ``items`` (the whole index's chunk side), in a stable order."""
     docs: list[ChunkDoc] = []
     for members in streams(items).values():
+        days = stream_days(members)
         for i, item in enumerate(members):
-            before = members[i - 1] if i > 0 else None
-            after = members[i + 1] if i + 1 < len(members) else None
-            docs.extend(item_docs(item, before, after))
+            docs.extend(item_docs(item, *around(members, days, i)))
     docs.sort(key=lambda d: (d.memory, d.chunk))
     return docs

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,7 @@ class Indexer:
         self.status: ProviderStatus | None = None
         self._items: dict[str, D.Item] = {}
         self._streams: dict[str, list[tuple[tuple[str, str], str]]] = {}
+        self._days: dict[str, date | None] = {}  # the day each memory is about (docs.carried_day)
         self._sig: Signature = {}
         self._paths: dict[str, list[str]] = {}
         self._wake = threading.Event()
@@ -264,8 +266,12 @@ class Indexer:
         """What the index should hold (call under the workspace lock); sets the stream bookkeeping."""
         items = self._catalog()
         self._items = {i.id: i for i in items}
-        self._streams = {
-            key: [(D.order_key(i), i.id) for i in members] for key, members in D.streams(items).items()
+        by_stream = D.streams(items)
+        self._streams = {key: [(D.order_key(i), i.id) for i in members] for key, members in by_stream.items()}
+        self._days = {
+            i.id: day
+            for members in by_stream.values()
+            for i, day in zip(members, D.stream_days(members), strict=True)
         }
         self._paths.clear()
         facts = {f.memory: f for r in self.ws.facts.records.values() if (f := D.fact_doc(r))}
@@ -292,12 +298,11 @@ class Indexer:
         total, done, touched = len(items) + len(facts), 0, 0
         self.progress = Progress("catching_up", 0, total)
         for members in D.streams(items).values():
+            days = D.stream_days(members)
             for i, item in enumerate(members):
                 if self._stop.is_set():
                     return touched
-                before = members[i - 1] if i > 0 else None
-                after = members[i + 1] if i + 1 < len(members) else None
-                docs = D.item_docs(item, before, after)
+                docs = D.item_docs(item, *D.around(members, days, i))
                 if {d.chunk: d.hash for d in docs} != have.pop(item.id, None):
                     with guard():
                         if item.id not in self._dirty:
@@ -372,12 +377,14 @@ class Indexer:
     def _reindex_item(self, memory_id: str) -> None:
         touched = {memory_id}
         old = self._items.pop(memory_id, None)
+        self._days.pop(memory_id, None)
         if old is not None:
             members = self._streams.get(old.stream, [])
             at = bisect.bisect_left(members, (D.order_key(old), old.id))
             if at < len(members) and members[at][1] == old.id:
                 touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
                 del members[at]
+                touched |= self._carry(old.stream, at)
         new = self._current_item(memory_id)
         if new is not None:
             self._items[memory_id] = new
@@ -386,6 +393,7 @@ class Indexer:
             at = bisect.bisect_left(members, entry)
             members.insert(at, entry)
             touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
+            touched |= self._carry(new.stream, at)
         if self._catching_up:
             self._dirty.update(touched)
         for memory in touched:
@@ -393,16 +401,42 @@ class Indexer:
             if item is None:
                 self.db.delete_memory(memory)
                 continue
-            before, after = self._around(item)
-            self.db.put_memory(memory, D.item_docs(item, before, after), D.wikilinks(item.text))
+            self.db.put_memory(memory, D.item_docs(item, *self._around(item)), D.wikilinks(item.text))
         self._restat(self._item_files(memory_id))
 
-    def _around(self, item: D.Item) -> tuple[D.Item | None, D.Item | None]:
+    def _carry(self, stream: str, at: int) -> set[str]:
+        """Recompute the days carried along ``stream`` (:func:`~engine.index.docs.carried_day`)
+        from position ``at`` until they stop changing; returns the memories whose day changed,
+        with their neighbours (whose context depends on it)."""
+        members = self._streams.get(stream, [])
+        changed: set[str] = set()
+        for i in range(at, len(members)):
+            key = members[i][1]
+            before = self._items[members[i - 1][1]] if i > 0 else None
+            day = D.carried_day(
+                self._items[key], before, None if before is None else self._days.get(before.id)
+            )
+            if i > at and key in self._days and self._days[key] == day:
+                break  # from here on every day is what it was
+            self._days[key] = day
+            changed.update(m for _, m in members[max(i - 1, 0) : i + 2])
+        return changed
+
+    def _around(self, item: D.Item) -> tuple[D.Item | None, D.Item | None, D.Days]:
         members = self._streams[item.stream]
         at = bisect.bisect_left(members, (D.order_key(item), item.id))
         before = self._items[members[at - 1][1]] if at > 0 else None
         after = self._items[members[at + 1][1]] if at + 1 < len(members) else None
-        return before, after
+        days = self._days
+        return (
+            before,
+            after,
+            (
+                None if before is None else days.get(before.id),
+                days.get(item.id),
+                None if after is None else days.get(after.id),
+            ),
+        )
 
     # -- hand edits --------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from engine.index.docs import ChunkDoc, FactDoc
 
-SCHEMA_VERSION: Final = 6  # 6: a name set off as an address is not the subject
+SCHEMA_VERSION: Final = 7  # 7: an undated memory carries the day of a dated entry before it
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 

@@ -52,3 +52,29 @@ def test_all_docs_orders_streams_by_time_and_keeps_sources_apart() -> None:
 def test_wikilinks_are_parsed_and_normalised() -> None:
     text = "see [[Deploy Guide]], [[notes/Runbook.md|the runbook]] and [[Deploy Guide#Rollback]]"
     assert D.wikilinks(text) == ("deploy guide", "runbook")
+
+
+@pytest.mark.req("quality:layouts")
+def test_an_undated_memory_carries_the_day_of_the_dated_entry_before_it_in_the_same_sitting() -> None:
+    members = [
+        item("nte_1", "8 May 2023 — met the landlord about the lease", 0),
+        item("nte_2", "He wants the deposit by Friday", 1),  # carries 8 May
+        item("nte_3", "and a copy of my passport", 2),  # still 8 May
+        item("nte_4", "On 9 June 2023, the keys arrived", 3),  # states its own day
+        item("nte_5", "All three of them", 4),  # carries 9 June
+        item("nte_6", "A new sitting, nothing dated", 60 * 7),  # 7 h later: carries nothing
+    ]
+    days = D.stream_days(members)
+    assert [d and d.isoformat() for d in days] == [
+        "2023-05-08", "2023-05-08", "2023-05-08", "2023-06-09", "2023-06-09", None,
+    ]  # fmt: skip
+    docs = {d.memory: d for d in D.all_docs(members)}
+    assert docs["nte_2"].grp.endswith("2023-05-08") and docs["nte_5"].grp.endswith("2023-06-09")
+    assert "9 June 2023" in docs["nte_5"].dates and "9 June 2023" not in docs["nte_6"].dates
+    assert docs["nte_6"].grp.endswith(members[-1].created.date().isoformat())  # type: ignore[union-attr]
+    assert docs["nte_3"].context == "He wants the deposit by Friday"  # 8 May and 9 June: not neighbours
+    assert docs["nte_5"].context == "On 9 June 2023, the keys arrived"
+    # without the stream's days, each memory has only its own
+    (alone,) = D.item_docs(members[1], members[0], members[2])
+    assert alone.grp.endswith("2023-05-08")  # written that day in this test; its own day, not carried
+    assert "8 May 2023" in alone.dates

@@ -167,3 +167,31 @@ def test_each_table_is_declared_once_and_row_types_are_checked_against_it() -> N
 
     with pytest.raises(TypeError, match="colour"):
         Table("chunks", CHUNKS.columns).select(Wrong)
+
+
+@pytest.mark.req("engine:rebuild")
+def test_days_carried_from_a_dated_entry_follow_writes_and_deletions_like_a_rebuild(tmp_path: Path) -> None:
+    """An undated memory carries the day of the dated entry before it (docs/recall.md); writing,
+    re-dating or deleting that entry re-dates the memories after it — the rows are what a rebuild
+    from the store gives."""
+    with engine(tmp_path) as e:
+        first = e.memory.remember(CALLER, "3 March 2021 — the boiler was serviced").id
+        e.memory.remember(CALLER, "The engineer replaced a valve")
+        e.memory.remember(CALLER, "and left the invoice on the table")
+        e.settle()
+        rows = {r.text: r for r in e.indexer.db.reader.memory_chunks(list(e.indexer._items))}
+        assert rows["and left the invoice on the table"].grp.endswith("2021-03-03")
+        e.memory.retire(CALLER, first)
+        e.settle()
+        rows = {r.text: r for r in e.indexer.db.reader.memory_chunks(list(e.indexer._items))}
+        assert not rows["and left the invoice on the table"].grp.endswith("2021-03-03")
+        e.memory.remember(CALLER, "4 April 2022 — the roof was checked")
+        e.memory.remember(CALLER, "No leaks found")
+        e.settle()
+        incremental = list(e.indexer.db.reader.dump())
+    for p in (tmp_path / INDEX_DIR).glob("index.sqlite*"):
+        p.unlink()
+    with engine(tmp_path) as e:
+        rows = {r.text: r for r in e.indexer.db.reader.memory_chunks(list(e.indexer._items))}
+        assert rows["No leaks found"].grp.endswith("2022-04-04")
+        assert list(e.indexer.db.reader.dump()) == incremental
