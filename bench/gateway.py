@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import signal
 import socket
@@ -473,6 +474,69 @@ async def run_engine_cpu(calls: int) -> dict[str, str]:
     return rows
 
 
+LONG_NOTES = 96
+_WORDS = [
+    "deploy",
+    "fjord",
+    "rollback",
+    "budget",
+    "review",
+    "meeting",
+    "agent",
+    "decision",
+    "schema",
+    "migration",
+    "cache",
+    "latency",
+    "owner",
+    "token",
+    "index",
+    "vector",
+    "backup",
+    "volume",
+    "cluster",
+    "node",
+    "placement",
+    "lease",
+    "quota",
+    "invoice",
+    "design",
+    "release",
+    "incident",
+    "postmortem",
+    "customer",
+    "roadmap",
+    "hiring",
+    "onboarding",
+    "metrics",
+    "dashboard",
+    "alert",
+]
+
+
+def long_note(i: int) -> str:
+    """A note of 120–300 words (deterministic): what an agent's meeting summary looks like in size."""
+    rng = random.Random(i)
+    return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(120, 300))) + f" (note {i})"
+
+
+async def index_long_notes(url: str, token: str, count: int) -> None:
+    """One workspace writes ``count`` long notes and waits until every one is embedded, so the host
+    embedder's memory is measured after real document batches, not only one-line statements."""
+    async with client_for(url + "/mcp", token=token) as client:
+        for i in range(count):
+            await client.call_tool("remember_note", {"text": long_note(i)})
+        deadline = time.monotonic() + 600
+        while True:
+            status = await client.call_tool("memory_status", {})
+            waiting = (status.structured_content or {}).get("index", {}).get("waiting_for_embeddings")
+            if waiting == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{waiting} items still waiting for embeddings after 600 s")
+            await anyio.sleep(0.5)
+
+
 async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
     root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
     data_dir, log = root / "data", root / "gateway.log"
@@ -490,6 +554,7 @@ async def run(calls: int, workspaces: int, cold: int) -> dict[str, str]:
         for token in [*many, *sleepers]:
             async with client_for(gw.url + "/mcp", token=token) as client:
                 await client.call_tool("remember", {"statement": "seed: the fjord deploy uses blue-green"})
+        await index_long_notes(gw.url, next(iter(many)), LONG_NOTES)
         procs = engine_children(gw.proc.pid)
         engine_rss = [
             settled_rss(pid, 5.0) for role, pid in procs.items() if Path(role).name in many.values()
@@ -578,16 +643,19 @@ def report(m: Measured) -> dict[str, str]:
         f"{statistics.median(m.cold_ms):.0f} / {max(m.cold_ms):.0f}"
     )
     rows["of which: spare handed the workspace → healthy, mean (ms)"] = f"{m.engine_start_ms:.0f}"
-    rows["idle engine RSS, with the shared embedder (MB; target ≤ 80)"] = f"{m.idle_with / MB:.1f}"
+    rows["idle engine RSS, with the shared embedder (MB)"] = f"{m.idle_with / MB:.1f}"
     rows["idle engine RSS, without it: model in the engine (MB)"] = f"{m.idle_without / MB:.1f}"
     n, total = len(m.engine_rss), sum(m.engine_rss)
     rows[f"{n} running workspaces: engines' RSS, total / mean (MB)"] = (
         f"{total / MB:.0f} / {total / n / MB:.1f}"
     )
-    rows["gateway + embedder RSS (MB)"] = f"{m.gateway_rss / MB:.0f} + {m.embedder_rss / MB:.0f}"
+    rows[f"gateway + embedder RSS, the embedder after {LONG_NOTES} long notes (MB)"] = (
+        f"{m.gateway_rss / MB:.0f} + {m.embedder_rss / MB:.0f}"
+    )
     projected = m.gateway_rss + m.embedder_rss + 50 * (total / n)
     rows["projected host RSS for 50 workspaces (MB; target ≤ 4096)"] = f"{projected / MB:.0f}"
     pss_mean = sum(m.engine_pss) / max(1, len(m.engine_pss))
+    rows[f"running engine, memory really used, PSS mean of {n} (MB; target ≤ 80)"] = f"{pss_mean / MB:.1f}"
     rows[f"{n} running workspaces + spare + gateway + embedder: memory really used, PSS (MB)"] = (
         f"{m.host_pss / MB:.0f}"
     )
