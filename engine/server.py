@@ -61,7 +61,7 @@ from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
 from engine.surface.replies import Replies
-from engine.tools import build_server
+from engine.tools import Served, build_server
 from engine.transfer import archive, markdown
 
 EXIT_USAGE = 2
@@ -152,16 +152,27 @@ def parse_assignment(line: str) -> tuple[str, str, str | None]:
     return str(assignment["socket"]), str(assignment["dir"]), None if log is None else str(log)
 
 
+def warm_spare() -> tuple[Served, MCPServer]:
+    """What a warm spare does before it knows its workspace: import what serving needs and build the
+    tools' server (their schemas: about two thirds of an engine's start once imports are done)."""
+    import sqlite_vec  # noqa: F401
+
+    import engine.admin.activity  # warm what serving will need
+    import engine.admin.memories
+    import engine.admin.settings
+    import engine.admin.transfer
+    import engine.embed.remote  # noqa: F401
+
+    served = Served()
+    return served, build_server(served, version=VERSION)
+
+
 def await_assignment(args: argparse.Namespace) -> bool:
-    """A warm spare: everything is imported; wait for the workspace to serve.
+    """A warm spare, warmed (:func:`warm_spare`), waits for the workspace to serve.
 
     Reads one JSON line ``{"socket": …, "dir": …, "log": …}`` on stdin; ``log`` (optional) takes
     over stdout and stderr. End of input without a line means the spare is not needed: False.
     """
-    import sqlite_vec  # noqa: F401
-
-    import engine.embed.remote  # noqa: F401 - warm what serving will need
-
     line = sys.stdin.readline()
     if not line.strip():
         return False
@@ -310,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.exit_with_parent:
         watch_parent(parent)
+    prebuilt = warm_spare() if args.await_assignment else None
     if args.await_assignment and not await_assignment(args):
         return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -358,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 memory = Memory(workspace, utc_now, on_save=ageing.saved)
                 recall = Recall(indexer, recall_settings(settings), ageing, loaded)
-                mcp = build_server(memory, version=VERSION, recall=recall)
+                if prebuilt is None:
+                    mcp = build_server(memory, version=VERSION, recall=recall)
+                else:
+                    served, mcp = prebuilt
+                    served.memory, served.recall = memory, recall
                 if args.stdio:
                     anyio.run(mcp.run_stdio_async)
                 else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import pydantic_core
@@ -110,13 +111,30 @@ APPEND = ToolAnnotations(
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
+@dataclass
+class Served:
+    """What the tools work on. A warm spare builds its server before it is assigned a workspace (the
+    tools' schemas are most of an engine's start once imports are done) and fills this in after."""
+
+    memory: Memory | None = None
+    recall: Recall | None = None
+
+    def the_memory(self) -> Memory:
+        if self.memory is None:
+            raise ToolError("this engine has not been given its workspace yet; try again [not_built]")
+        return self.memory
+
+
 def build_server(
-    memory: Memory,
+    memory: Memory | Served,
     *,
     version: str = "",
     recall: Recall | None = None,
     progress_interval: float = PROGRESS_INTERVAL_S,
 ) -> MCPServer:
+    """The MCP server of one workspace: ``memory`` (and ``recall``), or a :class:`Served` to fill in
+    before the first call."""
+    served = memory if isinstance(memory, Served) else Served(memory, recall)
     levels = LogLevels()
     mcp = AlmanacServer(
         "almanac", instructions=M.INSTRUCTIONS, version=version, middleware=[per_connection_listing]
@@ -155,7 +173,7 @@ def build_server(
         caller = caller_of(ctx)
         receipt = await work(
             ctx,
-            lambda: memory.remember(
+            lambda: served.the_memory().remember(
                 caller, statement, subject, predicate, object, scope, tags, importance, source
             ),
         )
@@ -173,7 +191,10 @@ def build_server(
     ) -> Receipt:
         caller = caller_of(ctx)
         receipt = await work(
-            ctx, lambda: memory.save_memory(caller, subject, predicate, object, statement, scope, source)
+            ctx,
+            lambda: served.the_memory().save_memory(
+                caller, subject, predicate, object, statement, scope, source
+            ),
         )
         return await receipt_logged(ctx, "save_memory", receipt)
 
@@ -182,7 +203,7 @@ def build_server(
         text: M.LogText, ctx: Context[Any, Any], date: M.Day = None, source: M.Source = None
     ) -> Receipt:
         caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: memory.remember_note(caller, text, date, source))
+        receipt = await work(ctx, lambda: served.the_memory().remember_note(caller, text, date, source))
         return await receipt_logged(ctx, "remember_note", receipt)
 
     @mcp.tool(annotations=READ, description=M.RETRIEVE_MEMORY)
@@ -197,19 +218,22 @@ def build_server(
     ) -> Retrieved:
         caller = caller_of(ctx)
         return await work(
-            ctx, lambda: memory.retrieve(caller, subject, predicate, id, scope, include_history, as_of)
+            ctx,
+            lambda: served.the_memory().retrieve(
+                caller, subject, predicate, id, scope, include_history, as_of
+            ),
         )
 
     @mcp.tool(annotations=WRITE, description=M.RETIRE_MEMORY)
     async def retire_memory(id: M.MemoryId, ctx: Context[Any, Any], reason: M.Reason = None) -> Receipt:
         caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: memory.retire(caller, id, reason))
+        receipt = await work(ctx, lambda: served.the_memory().retire(caller, id, reason))
         return await receipt_logged(ctx, "retire_memory", receipt)
 
     @mcp.tool(annotations=WRITE, description=M.RESTORE_MEMORY)
     async def restore_memory(id: M.MemoryId, ctx: Context[Any, Any]) -> Receipt:
         caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: memory.restore(caller, id))
+        receipt = await work(ctx, lambda: served.the_memory().restore(caller, id))
         return await receipt_logged(ctx, "restore_memory", receipt)
 
     @mcp.tool(annotations=READ, description=M.GET_CONTEXT)
@@ -220,6 +244,7 @@ def build_server(
         max_tokens: M.MaxTokens = None,
         include_archived: M.IncludeArchived = None,
     ) -> Annotated[CallToolResult, ContextReply]:
+        recall = served.recall
         if recall is None:
             raise ToolError("get_context is not available: this engine runs without an index [not_built]")
         caller = caller_of(ctx)
@@ -244,6 +269,7 @@ def build_server(
 
     @mcp.tool(annotations=READ, description=M.MEMORY_STATUS)
     async def memory_status(ctx: Context[Any, Any]) -> Annotated[CallToolResult, StatusReply]:
+        recall = served.recall
         if recall is None:
             raise ToolError("memory_status is not available: this engine runs without an index [not_built]")
         caller = caller_of(ctx)

@@ -16,7 +16,7 @@ from engine.memory import Memory
 from engine.recall.status import memory_status as status_of
 from engine.results import StatusReply
 from engine.store.workspace import Workspace
-from engine.tools import build_server, client_status, without_paths
+from engine.tools import Served, build_server, client_status, without_paths
 from tests.engine.index.helpers import CALLER, engine
 
 WRITE_TOOLS = {"remember", "save_memory", "remember_note", "retire_memory", "restore_memory"}
@@ -135,3 +135,18 @@ def test_memory_status_reports_sizes_and_states_never_server_paths(tmp_path: Pat
         "<server path>" in shown["embedding"]["detail"] and "<server path>" in shown["embedding"]["notes"][0]
     )
     assert str(tmp_path) not in json.dumps(shown)
+
+
+@pytest.mark.req("perf:cold-start")
+def test_a_server_built_before_its_workspace_serves_once_given_it(memory: Memory) -> None:
+    """A warm spare builds its tools before it is assigned a workspace (``Served``): until then a
+    call is refused with a code; once given, the same server serves it."""
+    served = Served()
+    early = build_server(served)
+    refused = call(early, "2026-07-28", "remember", {"statement": "Fjord uses Postgres"})
+    assert refused.is_error and "[not_built]" in refused.content[0].text
+    served.memory = memory
+    done = call(early, "2026-07-28", "remember", {"statement": "Fjord uses Postgres"})
+    assert not done.is_error, done.content
+    again = call(early, "2026-07-28", "retrieve_memory", {"id": done.structured_content["id"]})
+    assert "Postgres" in again.content[0].text
