@@ -31,6 +31,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   └── SessionNotFound           404 session_not_found
     ├── MethodNotAllowed              405 method_not_allowed   (+ Allow)
     ├── AlreadyExists                 409 already_exists
+    │   └── MoveUnderWay              409 move_under_way       (an account erase refused while a move runs)
     ├── PayloadTooLarge               413 payload_too_large
     ├── RateLimited                   429 rate_limited         (+ Retry-After)
     └── WorkspaceUnavailable          503 workspace_unavailable (+ Retry-After; nothing was forwarded)
@@ -206,6 +207,12 @@ class MethodNotAllowed(GatewayError):
 class AlreadyExists(GatewayError):
     code = "already_exists"
     status = 409
+
+
+class MoveUnderWay(AlreadyExists):
+    """An account erase refused (nothing erased) while one of the owner's workspaces is being moved."""
+
+    code = "move_under_way"
 
 
 class PayloadTooLarge(GatewayError):

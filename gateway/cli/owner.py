@@ -10,6 +10,7 @@ import click
 from gateway import erasure, layout
 from gateway.auth.passwords import hash_password
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
+from gateway.cluster.copies import erase_copies
 from gateway.cluster.remote import erase_on_their_nodes
 
 
@@ -56,7 +57,9 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
     folder could not be deleted): delete what is left of its workspaces and engine logs, then every
     row about the owner. Run it once the cause is fixed; it refuses an account not being erased,
     and leaves alone a workspace an engine still serves. With several nodes (database_url and
-    cluster_secret set), each placed workspace is erased by the node that holds it."""
+    cluster_secret set), each placed workspace is erased by the node that holds it, and every copy
+    a move left on another node (the moves records name it) by that node; the rows stay until every
+    copy is gone."""
     settings = make_settings(config_file, data_dir=data_dir)
     root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
@@ -72,6 +75,16 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
             for _ in elsewhere:
                 store.audit(
                     "account.erase.failed", owner_id=owner_id, detail={"error": "not deleted on its node"}
+                )
+            for workspace_id, what in erase_copies(
+                store, settings.cluster_secret, [w.id for w in workspaces]
+            ):
+                elsewhere.append(what)
+                store.audit(
+                    "account.erase.failed",
+                    owner_id=owner_id,
+                    workspace_id=workspace_id,
+                    detail={"error": "a copy a move left was not deleted on its node"},
                 )
             workspaces = [w for w in workspaces if w.id in unplaced]
         if elsewhere:  # the rows stay, so this can be run again

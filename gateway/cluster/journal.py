@@ -128,3 +128,34 @@ def stale_copy_problem(records: list[MoveRecord], placement: Placement | None, h
         f"its last move ({last.source} -> {last.target}, {last.state}) does not make this node's copy "
         "stale; its folder stays"
     )
+
+
+def nodes_keeping_copies(records: list[MoveRecord], placed: str | None) -> list[str]:
+    """The nodes besides ``placed`` that may keep a folder of the workspace whose moves are
+    ``records`` (in any order) — what an account erase must have deleted before its rows go. Every
+    record counts, not only the last (an old copy kept by an earlier move outlives a later one): the
+    source of a move switched but not cleaned, the target of one called off whose copy is not yet
+    discarded, and both ends of one under way."""
+    found: set[str] = set()
+    for r in records:
+        if r.state in OLD_COPY_KEPT:
+            found.add(r.source)
+        elif r.state == "called_off":
+            found.add(r.target)
+        elif r.state in UNDER_WAY:
+            found.update((r.source, r.target))
+    found.discard(placed or "")
+    return sorted(found)
+
+
+def erase_copy_problem(being_erased: bool, placement: Placement | None, here: str) -> str | None:
+    """Why node ``here`` must not erase its copy of a workspace for an account erase, or None: only
+    the copies of an owner being erased (locked out), and never the placed one (that one goes with
+    its engine, erased by the node the workspace is placed on) nor one a move under way brings here."""
+    if not being_erased:
+        return "this workspace's account is not being erased; its folder stays"
+    if placement is not None and placement.node == here:
+        return "the control plane places this workspace here: it is erased with its engine, not as a copy"
+    if placement is not None and placement.moving_to == here:
+        return "a move of this workspace to this node is under way; its folder stays"
+    return None

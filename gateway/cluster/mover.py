@@ -81,8 +81,8 @@ class MoveReport:
     bytes: int
 
 
-class _Nodes:
-    """Signed calls to the nodes' move endpoints."""
+class NodeCalls:
+    """Signed calls to the nodes' endpoints under ``/internal/v1/workspaces/`` (moves, copy erases)."""
 
     def __init__(self, secret: str, clock: Callable[[], float]) -> None:
         self.secret, self.clock = secret, clock
@@ -168,7 +168,7 @@ def move(
             f"node {placement.node!r}, which holds workspace {workspace_id}, has not been heard from; "
             "its files are there: start it again before moving the workspace"
         )
-    link = _Nodes(config.secret, clock)
+    link = NodeCalls(config.secret, clock)
     try:
         if placement.moving_to is not None:
             _call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
@@ -179,7 +179,7 @@ def move(
 
 def _call_off_lapsed(
     store: _Plane,
-    link: _Nodes,
+    link: NodeCalls,
     placement: Placement,
     nodes: dict[str, Node],
     *,
@@ -241,7 +241,7 @@ class _Renewer:
 
 def _move(
     store: _Plane,
-    link: _Nodes,
+    link: NodeCalls,
     workspace_id: str,
     source: Node,
     target: Node,
@@ -288,7 +288,7 @@ def _move(
 
 def _complete(
     store: _Plane,
-    link: _Nodes,
+    link: NodeCalls,
     move: MoveRecord,
     source: Node,
     target: Node,
@@ -335,7 +335,7 @@ def finish(
     if problem is not None or last is None:
         raise BadRequest(f"cannot finish a move of workspace {workspace_id}: {problem}")
     nodes = _live_nodes(store, config, clock, last.source, last.target)
-    link = _Nodes(config.secret, clock)
+    link = NodeCalls(config.secret, clock)
     try:
         _complete(store, link, last, nodes[last.source], nodes[last.target], clock=clock, say=say)
     finally:
@@ -345,7 +345,7 @@ def finish(
     return done
 
 
-def _open(link: _Nodes, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
+def _open(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
     """Have the target start the workspace's engine on the copy; a busy target (503) is asked again
     for up to :data:`OPEN_DEADLINE_S` seconds. Until it has served it, the old copy stays."""
     deadline = clock() + OPEN_DEADLINE_S
@@ -364,7 +364,7 @@ def _open(link: _Nodes, target: Node, workspace_id: str, *, clock: Callable[[], 
 
 def _call_off(
     store: _Plane,
-    link: _Nodes,
+    link: NodeCalls,
     move: MoveRecord,
     source: Node,
     target: Node,

@@ -12,7 +12,11 @@ otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
 ``POST …/open``      (the target, after the flip) start the workspace's engine on the copy;
 ``DELETE …``         (the source, after the target served it) delete the old copy — refused while
                      the control plane still places the workspace here;
-``POST …/resume``    (the source, a move called off) serve the workspace here again.
+``POST …/resume``    (the source, a move called off) serve the workspace here again;
+``POST …/erase``     (an account erase, any node the moves records name) delete this node's copy
+                     of the workspace — its folder, its staging folder, its engine log — refused
+                     unless the control plane says its owner is being erased, and never the copy
+                     the workspace is placed on (:func:`~gateway.cluster.journal.erase_copy_problem`).
 
 Besides, with every heartbeat :meth:`MoveEndpoints.tend` looks after the moves that involve this
 node, off the event loop: it calls off the moves away from here whose deadline passed (their command
@@ -42,10 +46,12 @@ from starlette.routing import BaseRoute, Route
 from gateway import logs
 from gateway.cluster import manifest, signing
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.journal import MoveRecord, State, stale_copy_problem
+from gateway.cluster.internal_engine import erase_files
+from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Placement
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
+from gateway.erasure import remove
 from gateway.errors import AlreadyExists, BadRequest, ClusterSignatureInvalid, Forbidden, NotFound
 
 PREFIX = "/internal/v1/workspaces/{workspace_id}"
@@ -59,6 +65,7 @@ class _Journal(Protocol):
     def moves_leaving_copies(self) -> list[MoveRecord]: ...
     def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]: ...
     def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
+    def being_erased(self, workspace_id: str) -> bool: ...
 
 
 def files_path(workspace_id: str, path: str) -> str:
@@ -90,6 +97,7 @@ class MoveEndpoints:
             Route(PREFIX + "/pull", self.pull, methods=["POST"]),
             Route(PREFIX + "/open", self.open, methods=["POST"]),
             Route(PREFIX + "/resume", self.resume, methods=["POST"]),
+            Route(PREFIX + "/erase", self.erase, methods=["POST"]),
             Route(PREFIX, self.delete, methods=["DELETE"]),
         ]
 
@@ -249,6 +257,36 @@ class MoveEndpoints:
             await self._drop(workspace_id)
         logs.event(self._log, logging.INFO, "move.deleted_old_copy", workspace=workspace_id)
         return JSONResponse({"deleted": workspace_id, "node": self.link.here})
+
+    async def erase(self, request: Request) -> Response:
+        """An account erase: delete every copy this node keeps of a workspace placed elsewhere."""
+        workspace_id, _ = await self._verified(request)
+        async with self._lock(workspace_id):
+            here = self.link.here
+            problem = await off_loop(
+                lambda: erase_copy_problem(
+                    self.journal.being_erased(workspace_id), self.journal.placement(workspace_id), here
+                )
+            )
+            if problem is not None:
+                raise Forbidden(problem)
+            await self.supervisor.retire(workspace_id)
+            data_dir, staging = self.supervisor.config.data_dir, self._staging(workspace_id)
+
+            def delete() -> list[str]:
+                failed = erase_files(data_dir, workspace_id)
+                try:
+                    remove(staging)
+                except OSError as exc:
+                    failed.append(f"{staging}: {exc.strerror or type(exc).__name__}")
+                return failed
+
+            failed = await anyio.to_thread.run_sync(delete)
+            self.link.router.unhold(workspace_id)
+        logs.event(
+            self._log, logging.INFO, "workspace.copy_erased", workspace=workspace_id, failed=len(failed)
+        )
+        return JSONResponse({"erased": workspace_id, "node": here, "failed": failed})
 
     async def _drop_problem(self, workspace_id: str) -> str | None:
         def read() -> str | None:

@@ -6,7 +6,10 @@ deleting their workspace folders):
 
 1. :meth:`ErasureQueries.lock_out_owner` — in one transaction the owner is disabled, every
    connection and token revoked and every session ended, so nothing they held works any more and
-   no new call can start one of their engines;
+   no new call can start one of their engines. Refused (nothing changes) while one of their
+   workspaces is being moved; and no move of a workspace of a locked-out owner begins
+   (:meth:`~gateway.control.moves.MoveQueries.begin_move`): both take the owner's row first, so
+   one of the two always sees the other;
 2. :meth:`ErasureQueries.forget_owner` — every row about the owner is deleted (workspaces,
    connections, tokens, sessions, identities, pending OAuth codes), the owner's earlier audit
    events keep their kind and time but lose their details and address, and one ``account.erase``
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from gateway.auth.accounts import account_key
 from gateway.control.clock import utcnow
 from gateway.control.plane import AuditedPlane
-from gateway.errors import OwnerNotFound
+from gateway.errors import MoveUnderWay, OwnerNotFound
 
 if TYPE_CHECKING:
     from gateway.control.store import Workspace
@@ -36,7 +39,8 @@ _OWNED_TOKENS = "connection_id IN (SELECT id FROM connections WHERE owner_id = ?
 class ErasureQueries:
     def lock_out_owner(self: _Plane, owner_id: str, *, remote: str | None) -> list[Workspace]:
         """Disable the owner, revoke every connection and token, end every session (one transaction);
-        returns the workspaces to erase. Audited as ``account.erase.begin``."""
+        returns the workspaces to erase. Audited as ``account.erase.begin``. Raises
+        :class:`MoveUnderWay` (nothing changed) while one of the owner's workspaces is being moved."""
         now = utcnow()
         with self._db.transaction():
             row = self._db.execute("SELECT id FROM owners WHERE id = ?", (owner_id,)).fetchone()
@@ -45,6 +49,18 @@ class ErasureQueries:
             self._db.execute(
                 "UPDATE owners SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", (now, owner_id)
             )
+            moving = self._db.execute(
+                "SELECT p.workspace_id, p.moving_to FROM placements p JOIN workspaces w "
+                "ON w.id = p.workspace_id WHERE w.owner_id = ? AND p.moving_to IS NOT NULL",
+                (owner_id,),
+            ).fetchall()
+            if moving:  # raising rolls the lock-out back: nothing changed
+                workspace_id, target = moving[0]
+                raise MoveUnderWay(
+                    f"a move of workspace {workspace_id} to node {target!r} is under way; wait for it to "
+                    "end (a move whose command stopped is called off within move_timeout) and erase the "
+                    "account again; nothing was erased"
+                )
             self._db.execute(
                 "UPDATE connections SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
                 (now, owner_id),
@@ -73,6 +89,15 @@ class ErasureQueries:
                 "page and could not delete every file is finished here; nothing was changed"
             )
         return str(row[0]), self.workspaces(str(row[0]))
+
+    def being_erased(self: _Plane, workspace_id: str) -> bool:
+        """Whether the workspace's owner is locked out by an erase that has not finished."""
+        row = self._db.execute(
+            "SELECT 1 FROM workspaces w JOIN owners o ON o.id = w.owner_id "
+            "WHERE w.id = ? AND o.disabled_at IS NOT NULL",
+            (workspace_id,),
+        ).fetchone()
+        return row is not None
 
     def forget_owner(self: _Plane, owner_id: str) -> dict[str, int]:
         """Delete every row about a locked-out owner; returns how many of each kind went. Audited as

@@ -78,9 +78,21 @@ class MoveQueries:
     ) -> MoveRecord:
         """Mark the workspace as moving from ``source`` to ``target`` until ``now + timeout``: every
         node refuses its calls until the move flips it, is called off, or lapses. Refused when it is
-        not on ``source`` or another move of it is under way."""
+        not on ``source``, another move of it is under way, or its owner is being erased."""
         move = MoveRecord(secrets.token_hex(8), workspace_id, source, target, "draining", now, now)
         with self._db.transaction():
+            # the owner's row first (as an account erase's lock-out takes it): no move begins for an
+            # owner being erased, and an erase never begins while this move is under way
+            kept = self._db.execute(
+                "UPDATE owners SET disabled_at = NULL WHERE disabled_at IS NULL AND id = "
+                "(SELECT owner_id FROM workspaces WHERE id = ?)",
+                (workspace_id,),
+            ).rowcount
+            if kept == 0:
+                raise BadRequest(
+                    f"workspace {workspace_id} is not an account's, or its account is being erased: it is "
+                    "not moved (nothing changed)"
+                )
             moved = self._db.execute(
                 "UPDATE placements SET moving_to = ?, move_id = ?, move_deadline = ? "
                 "WHERE workspace_id = ? AND node = ? AND moving_to IS NULL",

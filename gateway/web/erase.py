@@ -18,9 +18,11 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
+from gateway.cluster.copies import erase_copies
 from gateway.cluster.remote import Engines
 from gateway.control.store import ControlPlane, Workspace
 from gateway.erasure import Erased, finish, remove_files
+from gateway.errors import MoveUnderWay
 from gateway.web.render import render
 
 _MAX_FIELD = 320
@@ -32,10 +34,13 @@ async def erase_account(
     """Erase the owner and every workspace: lock out, stop engines, delete folders, forget rows.
 
     A workspace placed on another node (node mode) is erased there, by that node
-    (:meth:`~gateway.cluster.remote.Engines.erase_elsewhere`). If a folder cannot be deleted (or
-    its node cannot be reached) the owner stays locked out (nothing of theirs works) with their
-    rows kept, an ``account.erase.failed`` event names the workspace, and the operator finishes
-    with ``almanac owner erase --finish EMAIL`` (:mod:`gateway.erasure`)."""
+    (:meth:`~gateway.cluster.remote.Engines.erase_elsewhere`), and every other copy the moves
+    records know of by the node keeping it (:func:`~gateway.cluster.copies.erase_copies`). If a
+    folder cannot be deleted (or its node cannot be reached) the owner stays locked out (nothing of
+    theirs works) with their rows kept, the moves records included, an ``account.erase.failed``
+    event names the workspace, and the operator finishes with ``almanac owner erase --finish
+    EMAIL`` (:mod:`gateway.erasure`). Refused (:class:`MoveUnderWay`, nothing erased) while one of
+    the workspaces is being moved."""
     workspaces = store.lock_out_owner(owner_id, remote=remote)
     here: list[Workspace] = []
     failed: list[str] = []
@@ -52,6 +57,16 @@ async def erase_account(
                 owner_id=owner_id,
                 workspace_id=workspace.id,
                 detail={"error": "not deleted on the workspace's node"},
+            )
+    if engines.link is not None:  # node mode: the copies moves left on other nodes
+        ids, secret = [w.id for w in workspaces], engines.link.secret
+        for workspace_id, what in await anyio.to_thread.run_sync(erase_copies, store, secret, ids):
+            failed.append(what)
+            store.audit(
+                "account.erase.failed",
+                owner_id=owner_id,
+                workspace_id=workspace_id,
+                detail={"error": "a copy a move left was not deleted on its node"},
             )
     if failed:  # the rows stay: what is left can still be found and finished
         failed += await anyio.to_thread.run_sync(
@@ -100,7 +115,12 @@ async def erase(request: Request) -> Response:
             error=f"To erase the account, type its email, {session.email}, exactly. Nothing was erased.",
         )
     engines = request.app.state.components.engines
-    done = await erase_account(context(request).store, engines, session.owner_id, remote=remote_of(request))
+    try:
+        done = await erase_account(
+            context(request).store, engines, session.owner_id, remote=remote_of(request)
+        )
+    except MoveUnderWay as exc:
+        return _page(request, session, status_code=409, confirm=confirm, error=exc.message)
     response = RedirectResponse("/login?erased=1" if not done.failed else "/login?erased=partly", 303)
     clear_session_cookie(response, request)
     return response

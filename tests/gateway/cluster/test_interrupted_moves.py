@@ -5,8 +5,14 @@ move`` command as a subprocess, stopped at a seam between two of its steps (it w
 
 Killed before the switch: within the move's deadline (``ALMANAC_MOVE_TIMEOUT=2``) the source calls it
 off and serves the workspace again with every acknowledged write; the target removes its unused copy.
-Killed after the switch: the workspace serves from the target, the old copy stays until
-``--finish`` deletes it, and no write is lost. Refusals exit non-zero and change nothing."""
+Killed after the switch (before or after the target served it): the workspace serves from the
+target, the old copy stays until ``--finish`` deletes it, and no write is lost. Refusals exit
+non-zero and change nothing.
+
+Erasing the account (SPEC §5 ``life:delete``) erases every copy: the old copy a killed move left on
+the source too, by that node, before any row goes; with that node down the erase stays unfinished
+(the copy still listed by ``almanac node stale``) until ``almanac owner erase --finish`` once it is
+back. An erase is refused while a move is under way."""
 
 from __future__ import annotations
 
@@ -21,12 +27,15 @@ import anyio
 import httpx
 import pytest
 
+from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
 from tests.gateway.cluster.test_three_nodes import SECRET, Cluster, _call
 from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, files_containing, wait_for
+from tests.gateway.web.conftest import csrf_of
+from tests.gateway.web.test_pages import PASSWORD
 from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -53,10 +62,11 @@ def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def _owner_on_a(cluster: Cluster, email: str) -> tuple[str, str]:
-    """A new owner whose workspace is placed on node-a; (its workspace id, a token)."""
+    """A new owner (password :data:`PASSWORD`) whose workspace is placed on node-a; (its workspace
+    id, a token)."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner(email, None)
+        owner, workspace = store.create_owner(email, hash_password(PASSWORD))
         store.place_on(workspace.id, "node-a", now=time.time(), lease=2.0)
         return workspace.id, store.create_pat(owner.id, workspace.id, "agent")[1]
     finally:
@@ -87,6 +97,22 @@ def _run(node: Gateway, email: str, *args: str) -> subprocess.CompletedProcess[s
         timeout=120,
         env=_env(node),
     )
+
+
+def _almanac(node: Gateway, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ALMANAC, *args, *_at(node)], capture_output=True, text=True, timeout=120, env=_env(node)
+    )
+
+
+def _erase_on(node: Gateway, email: str) -> httpx.Response:
+    """Sign in on ``node`` and erase the account on its Account page (confirmed with the email)."""
+    with httpx.Client(base_url=node.url, timeout=60, headers={"Accept": "text/html"}) as browser:
+        login = browser.get("/login")
+        form = {"csrf_token": csrf_of(login.text), "email": email, "password": PASSWORD}
+        assert browser.post("/login", data=form).status_code == 303
+        account = browser.get("/account")
+        return browser.post("/account/erase", data={"csrf_token": csrf_of(account.text), "confirm": email})
 
 
 def _killed_at(
@@ -165,6 +191,11 @@ async def test_a_move_killed_before_the_switch_is_called_off_and_the_source_serv
         assert busy.returncode == 1 and "still under way" in busy.stderr, busy.stderr
         other = _run(a, "ada@example.com", "--to", "node-b")  # nor a second move beside it
         assert other.returncode == 1 and "another move" in other.stderr, other.stderr
+        erase = _erase_on(b, "ada@example.com")  # nor an account erase: refused, nothing changed
+        assert erase.status_code == 409 and "is under way" in erase.text, erase.text
+        assert "nothing was erased" in erase.text
+        (locked,) = cluster.rows("SELECT disabled_at FROM owners WHERE email = %s", "ada@example.com")
+        assert locked[0] is None
 
     await anyio.to_thread.run_sync(
         lambda: _killed_at(a, "ada@example.com", "node-b", "copied", tmp_path, paused)
@@ -278,3 +309,92 @@ async def test_a_move_killed_after_the_switch_is_finished_by_finish_and_keeps_ev
         )
     ]
     assert kinds[-3:] == ["workspace.move.begin", "workspace.move.flip", "workspace.move.cleaned"]
+
+
+@pytest.mark.req("run:scale-out")
+async def test_a_move_killed_after_the_target_served_it_is_finished_by_finish_and_keeps_every_write(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
+    workspace, token = _owner_on_a(cluster, "eve@example.com")
+    before = [f"eve winds the {w} before the move" for w in ("sextant", "spindle", "trellis")]
+    await _write(b, token, before)
+    await anyio.to_thread.run_sync(
+        lambda: _killed_at(a, "eve@example.com", "node-b", "served", tmp_path, lambda: None)
+    )
+    assert cluster.node_of(workspace) == "node-b" and _record(cluster, workspace)[1] == "served"
+    assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in before)  # kept
+    after = [f"eve oils the {w} after the switch" for w in ("tiller", "windlass")]
+    await _write(a, token, after)
+    finished = _run(a, "eve@example.com", "--finish")
+    assert finished.returncode == 0, finished.stderr
+    assert not (a.data_dir / "workspaces" / workspace).exists()
+    assert _record(cluster, workspace)[1] == "cleaned"
+    for statement in before + after:
+        assert files_containing(b.data_dir / "workspaces" / workspace, statement), statement
+    await _all_served(a, token, before + after)
+
+
+def _erased(cluster: Cluster, email: str, workspace: str) -> None:
+    """Nothing of the account is left: no copy on any node, no row, nothing listed as stale."""
+    for node in cluster.nodes.values():
+        assert not (node.data_dir / "workspaces" / workspace).exists(), node.data_dir
+        assert not (node.data_dir / "workspaces" / f".incoming-{workspace}").exists()
+        assert not any(p.name == workspace for p in node.engines())
+    assert not cluster.rows("SELECT id FROM owners WHERE email = %s", email)
+    assert not cluster.rows("SELECT id FROM moves WHERE workspace_id = %s", workspace)
+    stale = _almanac(cluster.nodes["node-b"], "node", "stale")
+    assert stale.returncode == 0 and stale.stdout == "", stale.stdout + stale.stderr
+
+
+@pytest.mark.req("run:scale-out")
+@pytest.mark.req("life:delete")
+async def test_erasing_the_account_erases_the_old_copy_a_killed_move_left_on_another_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
+    workspace, token = _owner_on_a(cluster, "cy@example.com")
+    await _write(a, token, ["cy's private almanac of tides"])
+    await anyio.to_thread.run_sync(
+        lambda: _killed_at(a, "cy@example.com", "node-b", "flipped", tmp_path, lambda: None)
+    )
+    assert files_containing(a.data_dir / "workspaces" / workspace, "almanac of tides")  # the old copy
+    assert files_containing(b.data_dir / "workspaces" / workspace, "almanac of tides")  # placed here
+    # erased on node-b, which holds the placed copy only: node-a erases its old copy itself
+    erased = await anyio.to_thread.run_sync(lambda: _erase_on(b, "cy@example.com"))
+    assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=1", erased.text
+    _erased(cluster, "cy@example.com", workspace)
+
+
+@pytest.mark.req("run:scale-out")
+@pytest.mark.req("life:delete")
+async def test_an_erase_whose_old_copy_node_is_down_stays_unfinished_until_finish(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
+    workspace, token = _owner_on_a(cluster, "dee@example.com")
+    await _write(a, token, ["dee's private ledger of debts"])
+    await anyio.to_thread.run_sync(
+        lambda: _killed_at(a, "dee@example.com", "node-b", "flipped", tmp_path, lambda: None)
+    )
+    cluster.kill("node-a")  # holds the old copy
+    try:
+        erased = await anyio.to_thread.run_sync(lambda: _erase_on(b, "dee@example.com"))
+        assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=partly"
+        # unfinished: the account is locked out, its rows kept, the old copy still listed
+        assert _call(b, token).status_code == 401
+        assert cluster.rows("SELECT disabled_at FROM owners WHERE email = %s", "dee@example.com")[0][0]
+        assert not (b.data_dir / "workspaces" / workspace).exists()  # the placed copy is gone
+        assert files_containing(a.data_dir / "workspaces" / workspace, "ledger of debts")
+        stale = _almanac(b, "node", "stale")
+        assert any(line.startswith(f"node-a\t{workspace}\t") for line in stale.stdout.splitlines())
+        early = _almanac(b, "owner", "erase", "dee@example.com", "--finish")  # node-a still down
+        assert early.returncode == 1 and "node 'node-a'" in early.stderr, early.stderr
+        assert "still locked out" in early.stderr
+        assert files_containing(a.data_dir / "workspaces" / workspace, "ledger of debts")
+    finally:
+        await anyio.to_thread.run_sync(cluster.start, "node-a")
+    done = _almanac(b, "owner", "erase", "dee@example.com", "--finish")
+    assert done.returncode == 0, done.stderr
+    assert "erased the account" in done.stderr
+    _erased(cluster, "dee@example.com", workspace)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.cluster.journal import MoveRecord, State, finish_problem, stale_copies, stale_copy_problem
+from gateway.cluster.journal import (
+    MoveRecord,
+    State,
+    erase_copy_problem,
+    finish_problem,
+    nodes_keeping_copies,
+    stale_copies,
+    stale_copy_problem,
+)
 from gateway.cluster.placement import Placement
 
 
@@ -62,3 +70,24 @@ def test_stale_copies_are_listed_by_node() -> None:
     found = [(s.node, s.workspace_id, s.move_id) for s in stale_copies(records)]
     assert found == [("node-a", "ws_1", "m1"), ("node-a", "ws_2", "m9")]
     assert "--finish" in stale_copies(records)[0].why
+
+
+@pytest.mark.req("run:scale-out")
+def test_an_account_erase_reaches_every_copy_the_moves_records_name() -> None:
+    # the old copy of a switched move, the unused copy of one called off, both ends of one under way
+    assert nodes_keeping_copies([_move("flipped")], "node-b") == ["node-a"]
+    assert nodes_keeping_copies([_move("served")], "node-b") == ["node-a"]
+    assert nodes_keeping_copies([_move("called_off")], "node-a") == ["node-b"]
+    assert nodes_keeping_copies([_move("copied")], "node-a") == ["node-b"]
+    # a complete move, or a discarded one, left nothing; the placed copy is not a stale one
+    assert nodes_keeping_copies([_move("cleaned"), _move("discarded", at=2)], "node-b") == []
+    # an earlier move's old copy counts even when a later move governs the workspace now
+    earlier = _move("served", "node-a", "node-b", at=1)
+    later = _move("cleaned", "node-b", "node-c", at=2)
+    assert nodes_keeping_copies([earlier, later], "node-c") == ["node-a"]
+    # a node erases its copy only for an owner being erased, never the placed one
+    assert erase_copy_problem(True, ON_B, "node-a") is None
+    assert erase_copy_problem(True, None, "node-a") is None
+    assert "not being erased" in str(erase_copy_problem(False, ON_B, "node-a"))
+    assert "places this workspace here" in str(erase_copy_problem(True, ON_A, "node-a"))
+    assert "under way" in str(erase_copy_problem(True, MOVING_A_TO_B, "node-b"))

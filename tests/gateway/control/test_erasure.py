@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.control.store import ControlPlane
-from gateway.errors import OwnerNotFound
+from gateway.errors import BadRequest, MoveUnderWay, OwnerNotFound
 
 
 @pytest.mark.req("life:delete")
@@ -42,3 +42,31 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     assert store.owner_by_email("other@example.com").id == other.id
     with pytest.raises(OwnerNotFound):
         store.lock_out_owner(owner.id, remote=None)
+
+
+@pytest.mark.req("life:delete")
+@pytest.mark.req("run:scale-out")
+def test_an_erase_and_a_move_of_the_same_owner_never_run_together(store: ControlPlane) -> None:
+    """A move under way refuses the erase (nothing changes); a locked-out owner's workspace is not
+    moved; while locked out, the workspace reads as being erased (a node may erase its copy)."""
+    for name in ("node-a", "node-b"):
+        store.register_node(name, f"http://{name}", now=1e9)
+    owner, workspace = store.create_owner("mover@example.com", None)
+    _, secret = store.create_pat(owner.id, workspace.id, "Laptop")
+    store.place_on(workspace.id, "node-a", now=1e9, lease=30)
+    move = store.begin_move(workspace.id, "node-a", "node-b", now=1e9, timeout=10)
+    with pytest.raises(MoveUnderWay, match=r"move of workspace \w+ to node 'node-b' is under way"):
+        store.lock_out_owner(owner.id, remote=None)
+    assert store.authenticate(secret) is not None  # nothing was locked out
+    assert not store.being_erased(workspace.id)
+    assert store.owner_by_email("mover@example.com").id == owner.id
+    assert store.abort_move(move, now=1e9 + 1, reason="test")
+    assert [w.id for w in store.lock_out_owner(owner.id, remote=None)] == [workspace.id]
+    assert store.being_erased(workspace.id)
+    with pytest.raises(BadRequest, match="being erased"):
+        store.begin_move(workspace.id, "node-a", "node-b", now=1e9 + 2, timeout=10)
+    placement = store.placement(workspace.id)
+    assert placement is not None and placement.moving_to is None
+    assert [m.id for m in store.moves_of(workspace.id)] == [move.id]
+    store.forget_owner(owner.id)
+    assert store.moves_of(workspace.id) == [] and not store.being_erased(workspace.id)

@@ -1,0 +1,56 @@
+"""An account erase reaches every copy (SPEC §5 ``life:delete``: "account erasure … removes
+everything"; issue 15, ``run:scale-out``). Besides the copy a workspace is placed on (erased by its
+node with its engine), a move may have left others: the old copy on the source of a move whose
+command died after the switch, the unused copy on the target of a move called off. The moves
+records name them (:func:`~gateway.cluster.journal.nodes_keeping_copies`); each such node is asked,
+signed, to erase its copy (``POST /internal/v1/workspaces/{id}/erase``,
+:mod:`gateway.cluster.moves`), which it does only for an owner the control plane says is being
+erased. What could not be erased — its node down or unregistered, a folder an engine still holds —
+is returned, and the caller keeps every row (the moves records included) until a later
+``almanac owner erase --finish`` gets it: nothing is forgotten while a copy is left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.cluster.journal import MoveRecord, nodes_keeping_copies
+from gateway.cluster.mover import NodeCalls
+from gateway.cluster.placement import Node, Placement
+from gateway.errors import MoveFailed
+
+
+class _Plane(Protocol):
+    def nodes(self) -> list[Node]: ...
+    def placement(self, workspace_id: str) -> Placement | None: ...
+    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
+
+
+def erase_copies(
+    store: _Plane, secret: str, workspace_ids: list[str], *, clock: Callable[[], float] = time.time
+) -> list[tuple[str, str]]:
+    """Have every node the moves records name, besides the placed one, erase its copy of each
+    workspace; returns (workspace id, what was not erased) for each copy left."""
+    nodes = {n.name: n for n in store.nodes()}
+    left: list[tuple[str, str]] = []
+    calls = NodeCalls(secret, clock)
+    try:
+        for workspace_id in workspace_ids:
+            placement = store.placement(workspace_id)
+            placed = None if placement is None else placement.node
+            for name in nodes_keeping_copies(store.moves_of(workspace_id), placed):
+                node = nodes.get(name)
+                if node is None:
+                    left.append((workspace_id, f"its copy on node {name!r}: that node is not registered"))
+                    continue
+                try:
+                    reply = calls.call(node, "POST", workspace_id, "erase")
+                except MoveFailed as exc:
+                    left.append((workspace_id, f"its copy on node {name!r}: {exc.message}"))
+                    continue
+                left += [(workspace_id, f"node {name!r}: {path}") for path in reply.get("failed", [])]
+    finally:
+        calls.close()
+    return left
