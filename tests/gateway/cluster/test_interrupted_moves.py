@@ -360,6 +360,27 @@ async def test_erasing_the_account_erases_the_old_copy_a_killed_move_left_on_ano
     )
     assert files_containing(a.data_dir / "workspaces" / workspace, "almanac of tides")  # the old copy
     assert files_containing(b.data_dir / "workspaces" / workspace, "almanac of tides")  # placed here
+    # node-a erases a copy only for an account being erased: refused now, unsigned or signed right
+    path = f"/internal/v1/workspaces/{workspace}/erase"
+    unsigned = httpx.post(a.url + path, timeout=30)
+    assert unsigned.status_code == 401, unsigned.text
+    signed = signing.sign(
+        SECRET,
+        method="POST",
+        path=path,
+        principal=None,
+        workspace_id=workspace,
+        target="node-a",
+        body=b"",
+        now=time.time(),
+    )
+    headers = {
+        signing.PRINCIPAL_HEADER.decode(): signed.principal,
+        signing.SIGNATURE_HEADER.decode(): signed.signature,
+    }
+    kept = httpx.post(a.url + path, headers=headers, timeout=30)
+    assert kept.status_code == 403 and "not being erased" in kept.text, kept.text
+    assert files_containing(a.data_dir / "workspaces" / workspace, "almanac of tides")
     # erased on node-b, which holds the placed copy only: node-a erases its old copy itself
     erased = await anyio.to_thread.run_sync(lambda: _erase_on(b, "cy@example.com"))
     assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=1", erased.text

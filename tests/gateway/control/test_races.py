@@ -13,7 +13,7 @@ import pytest
 
 from gateway.control.oauth import ConsentChoice, TokenLifetimes
 from gateway.control.store import ControlPlane
-from gateway.errors import InvalidGrant, InviteInvalid
+from gateway.errors import BadRequest, InvalidGrant, InviteInvalid, MoveUnderWay
 
 GATEWAYS = 4
 NOW = 1_900_000_000.0
@@ -116,3 +116,30 @@ def test_a_code_exchanged_by_several_gateways_at_once_creates_one_connection(
     assert all(isinstance(e, InvalidGrant) for e in lost), lost
     made = gateways[0].connections(owner_id, include_revoked=True)
     assert len(made) == 1  # never two grants from one code
+
+
+@pytest.mark.req("run:scale-out")
+@pytest.mark.req("life:delete")
+def test_an_account_erase_and_a_move_begun_at_once_never_both_go_ahead(gateways: list[ControlPlane]) -> None:
+    """One gateway locks an owner out (an account erase) while another begins a move of their
+    workspace, released together, round after round: one of the two is refused each time — never an
+    erase running beside a move that could bring a copy back."""
+    first = gateways[0]
+    for name in ("node-a", "node-b"):
+        first.register_node(name, f"http://{name}", now=NOW)
+    for round_ in range(12):
+        owner, workspace = first.create_owner(f"racer{round_}@example.com", None)
+        first.place_on(workspace.id, "node-a", now=NOW, lease=30)
+
+        def act(i: int, plane: ControlPlane, owner_id: str = owner.id, ws: str = workspace.id) -> object:
+            if i % 2 == 0:
+                return plane.lock_out_owner(owner_id, remote=None)
+            return plane.begin_move(ws, "node-a", "node-b", now=NOW, timeout=10)
+
+        erased, moved = _all_at_once(gateways[:2], act)
+        assert isinstance(erased, MoveUnderWay) != isinstance(moved, BadRequest), (erased, moved)
+        assert not isinstance(erased, Exception) or isinstance(erased, MoveUnderWay), erased
+        assert not isinstance(moved, Exception) or "being erased" in str(moved), moved
+        placement = first.placement(workspace.id)
+        assert placement is not None
+        assert (placement.moving_to is None) == first.being_erased(workspace.id)
