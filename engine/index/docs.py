@@ -228,7 +228,7 @@ def carried_day(item: Item, before: Item | None, before_day: date | None) -> dat
     """The day ``item`` is about: the date it states up front, else the day of the memory just
     before it in its stream (``before_day``) if that one was written in the same sitting — an
     entry dated once goes on for the undated memories written after it — else None."""
-    stated = stated_day(item.text)
+    stated = stated_day(item.text, item.created)
     if stated is not None:
         return stated
     return before_day if before is not None and same_sitting(item, before) else None
@@ -339,7 +339,7 @@ Days = tuple[date | None, date | None, date | None]
 
 
 def _own_day(item: Item | None) -> date | None:
-    return None if item is None else stated_day(item.text)
+    return None if item is None else stated_day(item.text, item.created)
 
 
 def item_docs(
@@ -347,7 +347,7 @@ def item_docs(
 ) -> list[ChunkDoc]:
     """The chunk rows of ``item``, given the memories just before and after it in its stream and
     the days the three are about (:func:`carried_day`; by default each one's own stated day)."""
-    day_before, day, day_after = days or (_own_day(before), stated_day(item.text), _own_day(after))
+    day_before, day, day_after = days or (_own_day(before), _own_day(item), _own_day(after))
     pieces = chunk_text(item.text)
     prev_text = (
         _clip(chunk_text(before.text)[-1][-CONTEXT_CHARS:])
@@ -359,7 +359,7 @@ def item_docs(
         if after is not None and neighbours(item, after, day, day_after)
         else ""
     )
-    carried = day if day is not None and stated_day(item.text) is None else None
+    carried = day if day is not None and stated_day(item.text, item.created) is None else None
     speaker = speaker_of(item.text, item.source)
     created = None if item.created is None else format_time(item.created)
     docs: list[ChunkDoc] = []

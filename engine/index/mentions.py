@@ -207,8 +207,10 @@ def written_days(text: str, moment: datetime | None) -> tuple[tuple[date, bool],
     return tuple(out.items())
 
 
-def stated_day(text: str) -> date | None:
+def stated_day(text: str, written: datetime | None = None) -> date | None:
     """The first absolute date written in the first 200 characters: the day a memory says it is
-    about (a dated entry), or None."""
-    found = sorted(_absolute(text[:200], None))
-    return found[0][1] if found else None
+    about (a dated entry), or None. A date after the day it was ``written`` (a day's grace for
+    time zones) is a plan or a deadline, not the day it is about, and is passed over."""
+    latest = None if written is None else written.date() + timedelta(days=1)
+    found = [day for _, day in sorted(_absolute(text[:200], None)) if latest is None or day <= latest]
+    return found[0] if found else None

@@ -20,7 +20,8 @@ from typing import Any, Final
 
 from engine.index.docs import ChunkDoc, FactDoc
 
-SCHEMA_VERSION: Final = 7  # 7: an undated memory carries the day of a dated entry before it
+SCHEMA_VERSION: Final = 8  # 7: an undated memory carries the day of a dated entry before it;
+# 8: but not a date after the entry was written (a deadline)
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 

@@ -60,21 +60,39 @@ def test_an_undated_memory_carries_the_day_of_the_dated_entry_before_it_in_the_s
         item("nte_1", "8 May 2023 — met the landlord about the lease", 0),
         item("nte_2", "He wants the deposit by Friday", 1),  # carries 8 May
         item("nte_3", "and a copy of my passport", 2),  # still 8 May
-        item("nte_4", "On 9 June 2023, the keys arrived", 3),  # states its own day
-        item("nte_5", "All three of them", 4),  # carries 9 June
+        item("nte_4", "On 2 May 2023, the keys arrived", 3),  # states its own day
+        item("nte_5", "All three of them", 4),  # carries 2 May
         item("nte_6", "A new sitting, nothing dated", 60 * 7),  # 7 h later: carries nothing
     ]
     days = D.stream_days(members)
     assert [d and d.isoformat() for d in days] == [
-        "2023-05-08", "2023-05-08", "2023-05-08", "2023-06-09", "2023-06-09", None,
+        "2023-05-08", "2023-05-08", "2023-05-08", "2023-05-02", "2023-05-02", None,
     ]  # fmt: skip
     docs = {d.memory: d for d in D.all_docs(members)}
-    assert docs["nte_2"].grp.endswith("2023-05-08") and docs["nte_5"].grp.endswith("2023-06-09")
-    assert "9 June 2023" in docs["nte_5"].dates and "9 June 2023" not in docs["nte_6"].dates
+    assert docs["nte_2"].grp.endswith("2023-05-08") and docs["nte_5"].grp.endswith("2023-05-02")
+    assert "2 May 2023" in docs["nte_5"].dates and "2 May 2023" not in docs["nte_6"].dates
     assert docs["nte_6"].grp.endswith(members[-1].created.date().isoformat())  # type: ignore[union-attr]
-    assert docs["nte_3"].context == "He wants the deposit by Friday"  # 8 May and 9 June: not neighbours
-    assert docs["nte_5"].context == "On 9 June 2023, the keys arrived"
+    assert docs["nte_3"].context == "He wants the deposit by Friday"  # 8 May and 2 May: not neighbours
+    assert docs["nte_5"].context == "On 2 May 2023, the keys arrived"
     # without the stream's days, each memory has only its own
     (alone,) = D.item_docs(members[1], members[0], members[2])
     assert alone.grp.endswith("2023-05-08")  # written that day in this test; its own day, not carried
     assert "8 May 2023" in alone.dates
+
+
+@pytest.mark.req("quality:layouts")
+def test_a_deadline_is_not_the_day_a_memory_is_about_and_is_not_carried() -> None:
+    """A date after the memory was written is a plan or a deadline: the undated memories after it
+    keep their own day (the test's memories are written on 8 May 2023)."""
+    members = [
+        item("nte_1", "2023-06-30: the deadline for the grant report", 0),
+        item("nte_2", "Priya drafts the budget section", 1),
+        item("nte_3", "8 May 2023 — met the landlord", 2),
+        item("nte_4", "He wants the deposit", 3),
+    ]
+    days = D.stream_days(members)
+    assert [d and d.isoformat() for d in days] == [None, None, "2023-05-08", "2023-05-08"]
+    docs = {d.memory: d for d in D.all_docs(members)}
+    assert docs["nte_2"].grp.endswith("2023-05-08")  # the day it was written, not the deadline's
+    assert "30 June 2023" in docs["nte_1"].dates  # the deadline is still a date the memory names
+    assert "30 June 2023" not in docs["nte_2"].dates

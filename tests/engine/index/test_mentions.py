@@ -77,6 +77,10 @@ def test_relative_days_need_the_memory_s_time_and_only_a_leading_full_date_is_st
     assert written_days("yesterday", None) == ()
     assert stated_day("2024-03-02 Priya: hello") == date(2024, 3, 2)
     assert stated_day("Priya: see you on 9 May") is None  # no year: not a dated entry
+    written = datetime(2026, 12, 1, 23, 30, tzinfo=UTC)
+    assert stated_day("Deadline 2027-03-01: ship the importer", written) is None  # a plan, not its day
+    assert stated_day("Due 1 March 2027; agreed on 30 Nov 2026", written) == date(2026, 11, 30)
+    assert stated_day("2026-12-02 standup notes", written) == date(2026, 12, 2)  # a day's grace: zones
 
 
 def test_index_rows_carry_written_days_names_and_the_stated_session() -> None:
@@ -89,6 +93,6 @@ def test_index_rows_carry_written_days_names_and_the_stated_session() -> None:
     assert "2 March 2024" in doc.dates and "6 March 2024" in doc.dates and "2024-03-05" in doc.dates
     assert doc.grp.endswith("2024-03-02")
     other = D.Item(
-        "nte_2", "note", "On 9 March 2024, Tomás said hi.", WRITTEN, "live", None, "chat", (), None, "nte_2"
+        "nte_2", "note", "On 4 March 2024, Tomás said hi.", WRITTEN, "live", None, "chat", (), None, "nte_2"
     )
     assert D.item_docs(item, None, other)[0].context == ""  # dated entries of other days
