@@ -9,18 +9,21 @@ HMAC signature of :mod:`gateway.cluster.signing`. The owner node's side is
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
+from gateway import logs
 from gateway.cluster import signing
 from gateway.cluster.placement import Forward
 from gateway.cluster.router import Router
 from gateway.control.store import Principal
 from gateway.edge import headers as hdr
-from gateway.errors import NodeUnavailable
+from gateway.errors import ClusterSignatureInvalid, NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.
 INTERNAL_MCP_PATH = "/internal/v1/mcp"
@@ -100,3 +103,25 @@ class ClusterLink:
     secret: str
     router: Router
     forwarder: Forwarder
+
+    def verified(self, scope: Mapping[str, Any], body: bytes, *, path: str, now: float) -> Principal:
+        """The principal a signed call from another node speaks for (``path`` as it was signed). A
+        bad signature is logged (``cluster.signature_refused``) and refused: 401."""
+        raw_headers = list(scope["headers"])
+        try:
+            return signing.verify(
+                self.secret,
+                method=str(scope["method"]),
+                path=path,
+                principal_header=hdr.get(raw_headers, signing.PRINCIPAL_HEADER),
+                signature_header=hdr.get(raw_headers, signing.SIGNATURE_HEADER),
+                here=self.here,
+                body=body,
+                now=now,
+            )
+        except signing.SignatureInvalid as exc:
+            remote = scope["client"][0] if scope.get("client") else None
+            logs.event(
+                logs.get(), logging.WARNING, "cluster.signature_refused", remote=remote, reason=str(exc)
+            )
+            raise ClusterSignatureInvalid(str(exc)) from None

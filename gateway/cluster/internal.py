@@ -10,24 +10,19 @@ otherwise it gets 503 + Retry-After, and the edge node passes that on.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 
-from gateway import logs
-from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.placement import Local, Unavailable
 from gateway.cluster.router import unavailable
-from gateway.edge import headers as hdr
 from gateway.edge.proxy import METHODS, ClientGone, McpProxy, Message, Receive, Scope, Send, send_error
-from gateway.errors import ClusterSignatureInvalid, GatewayError, MethodNotAllowed, NodeUnavailable
+from gateway.errors import GatewayError, MethodNotAllowed, NodeUnavailable
 
 
 class InternalMcp:
     def __init__(self, proxy: McpProxy, link: ClusterLink, *, clock: Callable[[], float] = time.time) -> None:
         self.proxy, self.link, self.clock = proxy, link, clock
-        self._log = logs.get()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - mounted for HTTP only
@@ -54,23 +49,7 @@ class InternalMcp:
         if method not in METHODS:
             raise MethodNotAllowed(f"{scope['path']} accepts {', '.join(METHODS)}", allow=METHODS)
         body = await self.proxy.read_body(raw_headers, receive) if method == "POST" else b""
-        try:
-            principal = signing.verify(
-                self.link.secret,
-                method=method,
-                path=str(scope["path"]),
-                principal_header=hdr.get(raw_headers, signing.PRINCIPAL_HEADER),
-                signature_header=hdr.get(raw_headers, signing.SIGNATURE_HEADER),
-                here=self.link.here,
-                body=body,
-                now=self.clock(),
-            )
-        except signing.SignatureInvalid as exc:
-            remote = scope["client"][0] if scope.get("client") else None
-            logs.event(
-                self._log, logging.WARNING, "cluster.signature_refused", remote=remote, reason=str(exc)
-            )
-            raise ClusterSignatureInvalid(str(exc)) from None
+        principal = self.link.verified(scope, body, path=str(scope["path"]), now=self.clock())
         where = await self.link.router.route(principal.workspace_id)
         if isinstance(where, Unavailable):
             raise unavailable(where)  # down, lease run out, or being moved

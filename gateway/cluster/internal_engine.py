@@ -28,7 +28,6 @@ import anyio
 import httpx
 
 from gateway import layout, logs
-from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.placement import Local, Unavailable
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, REFUSED_BY_NODE
@@ -41,7 +40,6 @@ from gateway.engines.supervisor import Supervisor
 from gateway.erasure import remove
 from gateway.errors import (
     BadRequest,
-    ClusterSignatureInvalid,
     EngineUnreachable,
     GatewayError,
     NodeUnavailable,
@@ -111,24 +109,7 @@ class _Signed:
             await _refuse(send, exc)
 
     def _verify(self, scope: Scope, body: bytes) -> Principal:
-        raw_headers = list(scope["headers"])
-        try:
-            return signing.verify(
-                self.link.secret,
-                method=str(scope["method"]),
-                path=_target(scope),
-                principal_header=hdr.get(raw_headers, signing.PRINCIPAL_HEADER),
-                signature_header=hdr.get(raw_headers, signing.SIGNATURE_HEADER),
-                here=self.link.here,
-                body=body,
-                now=self.clock(),
-            )
-        except signing.SignatureInvalid as exc:
-            remote = scope["client"][0] if scope.get("client") else None
-            logs.event(
-                self._log, logging.WARNING, "cluster.signature_refused", remote=remote, reason=str(exc)
-            )
-            raise ClusterSignatureInvalid(str(exc)) from None
+        return self.link.verified(scope, body, path=_target(scope), now=self.clock())
 
     async def _require_here(self, workspace_id: str) -> None:
         where = await self.link.router.route(workspace_id)

@@ -15,7 +15,6 @@ from typing import Any
 
 from starlette.requests import Request
 
-from gateway.cluster import signing
 from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink, unreachable
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import unavailable
@@ -35,7 +34,6 @@ from gateway.edge.proxy import (
     via_client,
 )
 from gateway.errors import (
-    ClusterSignatureInvalid,
     GatewayError,
     NodeUnavailable,
     NotFound,
@@ -135,20 +133,7 @@ class InternalRest:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await read_all(receive, self.max_body_bytes)
-        raw_headers = list(scope["headers"])
-        try:
-            principal = signing.verify(
-                self.link.secret,
-                method=str(scope["method"]),
-                path=str(scope["path"]) + _query(scope),
-                principal_header=hdr.get(raw_headers, signing.PRINCIPAL_HEADER),
-                signature_header=hdr.get(raw_headers, signing.SIGNATURE_HEADER),
-                here=self.link.here,
-                body=body,
-                now=self.clock(),
-            )
-        except signing.SignatureInvalid as exc:
-            raise ClusterSignatureInvalid(str(exc)) from None
+        principal = self.link.verified(scope, body, path=str(scope["path"]) + _query(scope), now=self.clock())
         inner = str(scope["path"])[len(INTERNAL_REST_PREFIX) :]
         if not inner.startswith(API_PREFIX):
             raise NotFound(f"nothing at {scope['path']}")
