@@ -76,16 +76,7 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
                 store.audit(
                     "account.erase.failed", owner_id=owner_id, detail={"error": "not deleted on its node"}
                 )
-            for workspace_id, what in erase_copies(
-                store, settings.cluster_secret, [w.id for w in workspaces]
-            ):
-                elsewhere.append(what)
-                store.audit(
-                    "account.erase.failed",
-                    owner_id=owner_id,
-                    workspace_id=workspace_id,
-                    detail={"error": "a copy a move left was not deleted on its node"},
-                )
+            elsewhere += erase_copies(store, settings.cluster_secret, owner_id, [w.id for w in workspaces])
             workspaces = [w for w in workspaces if w.id in unplaced]
         if elsewhere:  # the rows stay, so this can be run again
             done = erasure.Erased(count, tuple(elsewhere))

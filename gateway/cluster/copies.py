@@ -26,13 +26,42 @@ class _Plane(Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
+    def audit(
+        self,
+        kind: str,
+        *,
+        owner_id: str | None = None,
+        workspace_id: str | None = None,
+        connection_id: str | None = None,
+        remote: str | None = None,
+        detail: dict[str, object] | None = None,
+    ) -> None: ...
 
 
 def erase_copies(
-    store: _Plane, secret: str, workspace_ids: list[str], *, clock: Callable[[], float] = time.time
+    store: _Plane,
+    secret: str,
+    owner_id: str,
+    workspace_ids: list[str],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> list[str]:
+    """Have every node the moves records name, besides the placed one, erase its copy of each of
+    ``owner_id``'s workspaces; returns what was not erased, each audited as ``account.erase.failed``."""
+    left = _erase_copies(store, secret, workspace_ids, clock)
+    for workspace_id, _ in left:
+        store.audit(
+            "account.erase.failed",
+            owner_id=owner_id,
+            workspace_id=workspace_id,
+            detail={"error": "a copy a move left was not deleted on its node"},
+        )
+    return [what for _, what in left]
+
+
+def _erase_copies(
+    store: _Plane, secret: str, workspace_ids: list[str], clock: Callable[[], float]
 ) -> list[tuple[str, str]]:
-    """Have every node the moves records name, besides the placed one, erase its copy of each
-    workspace; returns (workspace id, what was not erased) for each copy left."""
     nodes = {n.name: n for n in store.nodes()}
     left: list[tuple[str, str]] = []
     calls = NodeCalls(secret, clock)
