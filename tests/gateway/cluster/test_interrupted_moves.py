@@ -105,6 +105,18 @@ def _almanac(node: Gateway, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _signed_by_a_node(method: str, path: str, workspace: str) -> dict[str, str]:
+    """The headers of a correctly signed node-to-node call to node-a about ``workspace``."""
+    signed = signing.sign(
+        SECRET, method=method, path=path, principal=None, workspace_id=workspace, target="node-a",
+        body=b"", now=time.time(),
+    )  # fmt: skip
+    return {
+        signing.PRINCIPAL_HEADER.decode(): signed.principal,
+        signing.SIGNATURE_HEADER.decode(): signed.signature,
+    }
+
+
 def _erase_on(node: Gateway, email: str) -> httpx.Response:
     """Sign in on ``node`` and erase the account on its Account page (confirmed with the email)."""
     with httpx.Client(base_url=node.url, timeout=60, headers={"Accept": "text/html"}) as browser:
@@ -265,30 +277,11 @@ async def test_a_move_killed_after_the_switch_is_finished_by_finish_and_keeps_ev
     # node-b has not been asked to serve it yet (the move stopped at "flipped"): node-a refuses to
     # delete its copy, even asked by a correctly signed call
     path = f"/internal/v1/workspaces/{workspace}"
-    signed = signing.sign(
-        SECRET,
-        method="DELETE",
-        path=path,
-        principal=None,
-        workspace_id=workspace,
-        target="node-a",
-        body=b"",
-        now=time.time(),
-    )
-    headers = {
-        signing.PRINCIPAL_HEADER.decode(): signed.principal,
-        signing.SIGNATURE_HEADER.decode(): signed.signature,
-    }
+    headers = _signed_by_a_node("DELETE", path, workspace)
     kept = httpx.delete(a.url + path, headers=headers, timeout=30)
     assert kept.status_code == 403 and "does not make this node's copy stale" in kept.text, kept.text
     assert all(files_containing(a.data_dir / "workspaces" / workspace, s) for s in before)
-    stale = subprocess.run(
-        [ALMANAC, "node", "stale", "--data-dir", str(a.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(a),
-    )
+    stale = _almanac(a, "node", "stale")
     assert stale.returncode == 0, stale.stderr
     (line,) = [row for row in stale.stdout.splitlines() if workspace in row]
     assert line.startswith(f"node-a\t{workspace}\t") and "--finish" in line
@@ -364,20 +357,7 @@ async def test_erasing_the_account_erases_the_old_copy_a_killed_move_left_on_ano
     path = f"/internal/v1/workspaces/{workspace}/erase"
     unsigned = httpx.post(a.url + path, timeout=30)
     assert unsigned.status_code == 401, unsigned.text
-    signed = signing.sign(
-        SECRET,
-        method="POST",
-        path=path,
-        principal=None,
-        workspace_id=workspace,
-        target="node-a",
-        body=b"",
-        now=time.time(),
-    )
-    headers = {
-        signing.PRINCIPAL_HEADER.decode(): signed.principal,
-        signing.SIGNATURE_HEADER.decode(): signed.signature,
-    }
+    headers = _signed_by_a_node("POST", path, workspace)
     kept = httpx.post(a.url + path, headers=headers, timeout=30)
     assert kept.status_code == 403 and "not being erased" in kept.text, kept.text
     assert files_containing(a.data_dir / "workspaces" / workspace, "almanac of tides")
