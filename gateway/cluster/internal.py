@@ -14,10 +14,8 @@ import time
 from collections.abc import Callable
 
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.placement import Local, Unavailable
-from gateway.cluster.router import unavailable
 from gateway.edge.proxy import METHODS, ClientGone, McpProxy, Message, Receive, Scope, Send, send_error
-from gateway.errors import GatewayError, MethodNotAllowed, NodeUnavailable
+from gateway.errors import GatewayError, MethodNotAllowed
 
 
 class InternalMcp:
@@ -50,13 +48,5 @@ class InternalMcp:
             raise MethodNotAllowed(f"{scope['path']} accepts {', '.join(METHODS)}", allow=METHODS)
         body = await self.proxy.read_body(raw_headers, receive) if method == "POST" else b""
         principal = self.link.verified(scope, body, path=str(scope["path"]), now=self.clock())
-        where = await self.link.router.route(principal.workspace_id)
-        if isinstance(where, Unavailable):
-            raise unavailable(where)  # down, lease run out, or being moved
-        if not isinstance(where, Local):
-            self.link.router.forget(principal.workspace_id)  # the sender's view and ours differ: look again
-            raise NodeUnavailable(
-                f"node {self.link.here!r} does not hold this workspace now; try again",
-                retry_after=self.proxy.retry_after,
-            )
+        await self.link.router.require_local(principal.workspace_id)  # else 503: down, moving, elsewhere
         await self.proxy.serve_local(method, raw_headers, body, principal, receive, send)

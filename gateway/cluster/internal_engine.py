@@ -29,10 +29,8 @@ import httpx
 
 from gateway import layout, logs
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.placement import Local, Unavailable
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, REFUSED_BY_NODE
 from gateway.cluster.rest import relayed_headers
-from gateway.cluster.router import unavailable
 from gateway.control.store import Principal
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import ClientGone, Message, Receive, Scope, Send, read_all
@@ -42,7 +40,6 @@ from gateway.errors import (
     BadRequest,
     EngineUnreachable,
     GatewayError,
-    NodeUnavailable,
     NotFound,
     render,
 )
@@ -99,7 +96,7 @@ class _Signed:
         try:
             body = await read_all(receive, self.max_body_bytes)
             principal = self._verify(scope, body)
-            await self._require_here(principal.workspace_id)
+            await self.link.router.require_local(principal.workspace_id)
             await self.serve(scope, principal, body, tracked)
         except ClientGone:
             return
@@ -110,17 +107,6 @@ class _Signed:
 
     def _verify(self, scope: Scope, body: bytes) -> Principal:
         return self.link.verified(scope, body, path=_target(scope), now=self.clock())
-
-    async def _require_here(self, workspace_id: str) -> None:
-        where = await self.link.router.route(workspace_id)
-        if isinstance(where, Unavailable):
-            raise unavailable(where)
-        if not isinstance(where, Local):
-            self.link.router.forget(workspace_id)  # the sender's view and ours differ: look again
-            raise NodeUnavailable(
-                f"node {self.link.here!r} does not hold this workspace now; try again",
-                retry_after=self.supervisor.config.retry_after,
-            )
 
     async def serve(self, scope: Scope, principal: Principal, body: bytes, send: Send) -> None:
         raise NotImplementedError

@@ -35,7 +35,6 @@ from gateway.edge.proxy import (
 )
 from gateway.errors import (
     GatewayError,
-    NodeUnavailable,
     NotFound,
 )
 
@@ -137,15 +136,7 @@ class InternalRest:
         inner = str(scope["path"])[len(INTERNAL_REST_PREFIX) :]
         if not inner.startswith(API_PREFIX):
             raise NotFound(f"nothing at {scope['path']}")
-        where = await self.link.router.route(principal.workspace_id)
-        if isinstance(where, Unavailable):
-            raise unavailable(where)
-        if not isinstance(where, Local):
-            self.link.router.forget(principal.workspace_id)
-            raise NodeUnavailable(
-                f"node {self.link.here!r} does not hold this workspace now; try again",
-                retry_after=self.retry_after,
-            )
+        await self.link.router.require_local(principal.workspace_id)
         replayed = False
 
         async def replay() -> Message:

@@ -144,11 +144,13 @@ class Router:
             self._seen.pop(workspace_id, None)
 
     async def require_local(self, workspace_id: str) -> None:
-        """Raise :class:`NodeUnavailable` unless this node holds ``workspace_id``'s lease now."""
+        """Raise :class:`NodeUnavailable` unless this node holds ``workspace_id``'s lease now (placed
+        elsewhere: the cached placement is dropped, since whoever asked saw it here — look again)."""
         where = await self.route(workspace_id)
         if isinstance(where, Local):
             return
         if isinstance(where, Forward):
+            self.forget(workspace_id)
             raise NodeUnavailable(
                 f"this workspace is served by node {where.node!r}, not this one; try again",
                 retry_after=self.config.retry_after,
