@@ -123,16 +123,25 @@ def refusal_of(status: int, body: bytes, retry_after: str | None, node: str) -> 
     return _REFUSALS.get(code, WorkspaceUnavailable)(message, retry_after=wait)
 
 
+def _try_again(retry_after: float) -> str:
+    return f"try again in {max(1, math.ceil(retry_after))} s"
+
+
+def node_down(what: str, retry_after: float) -> NodeUnavailable:
+    """The page's refusal when the workspace's node cannot serve it (503 + Retry-After)."""
+    return NodeUnavailable(
+        f"This workspace's node is unavailable ({what}); {_try_again(retry_after)}.", retry_after=retry_after
+    )
+
+
 def page_refusal(where: Unavailable) -> NodeUnavailable | WorkspaceMoving:
     """What a page says when nobody can serve the workspace now (503 + Retry-After)."""
-    wait = f"try again in {max(1, math.ceil(where.retry_after))} s"
     if where.moving:
         return WorkspaceMoving(
-            f"This workspace is being moved to another node; {wait}.", retry_after=where.retry_after
+            f"This workspace is being moved to another node; {_try_again(where.retry_after)}.",
+            retry_after=where.retry_after,
         )
-    return NodeUnavailable(
-        f"This workspace's node is unavailable ({where.reason}); {wait}.", retry_after=where.retry_after
-    )
+    return node_down(where.reason, where.retry_after)
 
 
 class SignedTransport(httpx.AsyncBaseTransport):
@@ -162,11 +171,7 @@ class SignedTransport(httpx.AsyncBaseTransport):
         try:
             response = await self.inner.handle_async_request(outgoing)
         except httpx.TransportError as exc:
-            raise NodeUnavailable(
-                f"This workspace's node ({self.where.node}) is unavailable; "
-                f"try again in {max(1, math.ceil(self.retry_after))} s.",
-                retry_after=self.retry_after,
-            ) from exc
+            raise node_down(self.where.node, self.retry_after) from exc
         if response.headers.get(REFUSED_BY_NODE.decode()):
             content = await response.aread()
             await response.aclose()
@@ -250,11 +255,7 @@ class Engines:
         try:
             response = await self.link.forwarder.client.send(request)
         except httpx.TransportError as exc:
-            raise NodeUnavailable(
-                f"This workspace's node ({where.node}) is unavailable; "
-                f"try again in {max(1, math.ceil(self.supervisor.config.retry_after))} s.",
-                retry_after=self.supervisor.config.retry_after,
-            ) from exc
+            raise node_down(where.node, self.supervisor.config.retry_after) from exc
         if response.status_code != 200:
             raise refusal_of(
                 response.status_code, response.content, response.headers.get("retry-after"), where.node
