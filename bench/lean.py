@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-PROTOCOL = "2026-07-28"
+from gateway.engines.calls import PROTOCOL, reply_of
+
 #: The ``_meta`` the ``mcp`` client (2.3, default client info) puts on every request.
 META = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL,
@@ -55,21 +56,14 @@ def tools_call_headers(tool: str, token: str | None) -> dict[str, str]:
     return headers
 
 
-def reply_of(response: httpx.Response) -> dict[str, Any]:
-    """The JSON-RPC reply: the JSON body, or the last reply in an SSE stream."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [ln[5:].strip() for ln in response.text.splitlines() if ln.startswith("data:")]
-        replies = [json.loads(d) for d in data if d]
-        found = [r for r in replies if isinstance(r, dict) and ("result" in r or "error" in r)]
-        return dict(found[-1]) if found else {"error": {"message": "the stream ended without a reply"}}
-    return dict(response.json())
-
-
 def error_of(response: httpx.Response) -> str | None:
     """None for a successful tool result; else a short description of what went wrong."""
     if response.status_code != 200:
         return f"HTTP {response.status_code}: {response.text[:80]}"
-    reply = reply_of(response)
+    try:
+        reply = reply_of(response)
+    except ValueError:
+        return "the stream ended without a reply"
     if "error" in reply:
         return str(reply["error"])[:80]
     result = reply.get("result") or {}

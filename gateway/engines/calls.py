@@ -43,7 +43,7 @@ def refusal_of(text: str) -> ToolRefusal:
     return ToolRefusal(found.group(1), text[: found.start()].strip())
 
 
-def _reply(response: httpx.Response) -> dict[str, Any]:
+def reply_of(response: httpx.Response) -> dict[str, Any]:
     """The JSON-RPC reply in a JSON body or at the end of an SSE stream."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         data = [ln[5:].strip() for ln in response.text.splitlines() if ln.startswith("data:")]
@@ -83,7 +83,7 @@ async def call_tool(
     ]
     try:
         response = await client.post("/mcp", content=json.dumps(body).encode(), headers=headers)
-        reply = _reply(response)
+        reply = reply_of(response)
     except (httpx.TransportError, ValueError) as exc:
         raise EngineUnreachable("the workspace's engine did not answer; try again", retry_after=1) from exc
     if "error" in reply:
