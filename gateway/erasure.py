@@ -14,6 +14,7 @@ import fcntl
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,28 @@ def remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _remove_each(paths: Iterable[Path]) -> list[tuple[Path, OSError]]:
+    """:func:`remove` each path; the ones that could not be deleted, with why."""
+    failed = []
+    for path in paths:
+        try:
+            remove(path)
+        except OSError as exc:
+            failed.append((path, exc))
+    return failed
+
+
+def _files_of(data_dir: Path, workspace_id: str) -> tuple[Path, Path]:
+    return layout.workspace_dir(data_dir, workspace_id), layout.log_file(data_dir, workspace_id)
+
+
+def erase_files(data_dir: Path, workspace_id: str, *extra: Path) -> list[str]:
+    """Delete one workspace's folder and engine log on this node (and ``extra`` paths: a move's
+    staging folder); ``"path: why"`` for each that could not be deleted."""
+    failed = _remove_each((*_files_of(data_dir, workspace_id), *extra))
+    return [f"{path}: {exc.strerror or type(exc).__name__}" for path, exc in failed]
+
+
 def remove_files(
     store: ControlPlane, data_dir: Path, owner_id: str, workspaces: list[Workspace]
 ) -> list[str]:
@@ -60,18 +83,15 @@ def remove_files(
     ``account.erase.failed`` (naming the workspace, not the path) and returned."""
     failed: list[str] = []
     for workspace in workspaces:
-        for path in (layout.workspace_dir(data_dir, workspace.id), layout.log_file(data_dir, workspace.id)):
-            try:
-                remove(path)
-            except OSError as exc:
-                failed.append(str(path))
-                logs.event(logs.get(), logging.ERROR, "account.erase_failed", path=str(path), error=str(exc))
-                store.audit(
-                    "account.erase.failed",
-                    owner_id=owner_id,
-                    workspace_id=workspace.id,
-                    detail={"error": exc.strerror or type(exc).__name__},
-                )
+        for path, exc in _remove_each(_files_of(data_dir, workspace.id)):
+            failed.append(str(path))
+            logs.event(logs.get(), logging.ERROR, "account.erase_failed", path=str(path), error=str(exc))
+            store.audit(
+                "account.erase.failed",
+                owner_id=owner_id,
+                workspace_id=workspace.id,
+                detail={"error": exc.strerror or type(exc).__name__},
+            )
     return failed
 
 

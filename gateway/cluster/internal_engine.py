@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
-from gateway import layout, logs
+from gateway import logs
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, REFUSED_BY_NODE
 from gateway.cluster.rest import relayed_headers
@@ -35,7 +34,7 @@ from gateway.control.store import Principal
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import ClientGone, Message, Receive, Scope, Send, read_all
 from gateway.engines.supervisor import Supervisor
-from gateway.erasure import remove
+from gateway.erasure import erase_files
 from gateway.errors import (
     BadRequest,
     EngineUnreachable,
@@ -47,17 +46,6 @@ from gateway.errors import (
 #: The engine routes another node's pages may reach.
 ENGINE_PATHS = ("/mcp", "/admin/")
 ACTIONS = ("stop", "restart", "erase")
-
-
-def erase_files(data_dir: Path, workspace_id: str) -> list[str]:
-    """Delete one workspace's folder and engine log on this node; what could not be deleted."""
-    failed = []
-    for path in (layout.workspace_dir(data_dir, workspace_id), layout.log_file(data_dir, workspace_id)):
-        try:
-            remove(path)
-        except OSError as exc:
-            failed.append(f"{path}: {exc.strerror or type(exc).__name__}")
-    return failed
 
 
 async def _refuse(send: Send, exc: GatewayError) -> None:

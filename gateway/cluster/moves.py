@@ -46,12 +46,11 @@ from starlette.routing import BaseRoute, Route
 from gateway import logs
 from gateway.cluster import manifest, signing
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.internal_engine import erase_files
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Placement
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
-from gateway.erasure import remove
+from gateway.erasure import erase_files
 from gateway.errors import AlreadyExists, BadRequest, ClusterSignatureInvalid, Forbidden, NotFound
 
 PREFIX = "/internal/v1/workspaces/{workspace_id}"
@@ -273,15 +272,7 @@ class MoveEndpoints:
             await self.supervisor.retire(workspace_id)
             data_dir, staging = self.supervisor.config.data_dir, self._staging(workspace_id)
 
-            def delete() -> list[str]:
-                failed = erase_files(data_dir, workspace_id)
-                try:
-                    remove(staging)
-                except OSError as exc:
-                    failed.append(f"{staging}: {exc.strerror or type(exc).__name__}")
-                return failed
-
-            failed = await anyio.to_thread.run_sync(delete)
+            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging)
             self.link.router.unhold(workspace_id)
         logs.event(
             self._log, logging.INFO, "workspace.copy_erased", workspace=workspace_id, failed=len(failed)
