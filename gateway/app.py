@@ -34,6 +34,7 @@ from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.moves import MoveEndpoints
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines
 from gateway.cluster.rest import InternalRest, RestForwarding
+from gateway.cluster.restores import RestoreEndpoints
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.oauth import TokenLifetimes, iso
 from gateway.control.store import ControlPlane, Principal
@@ -324,6 +325,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         internal = [
             Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
             *moves.routes(),
+            *RestoreEndpoints(moves).routes(),
             Route(
                 INTERNAL_ENGINE_PREFIX + "/{rest:path}",
                 InternalEngine(link, parts.supervisor, max_body_bytes=rest_body_limit, clock=clock),

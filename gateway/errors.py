@@ -41,7 +41,8 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
         ├── EngineCrashLoop           503 engine_crash_loop
         ├── EngineUnreachable         503 engine_unreachable
         ├── NodeUnavailable           503 node_unavailable     (its node is down, its lease ran out)
-        └── WorkspaceMoving           503 workspace_moving     (being moved to another node)
+        ├── WorkspaceMoving           503 workspace_moving     (being moved to another node)
+        └── WorkspaceLost             410 workspace_lost       (its node was declared lost)
 """
 
 from __future__ import annotations
@@ -267,6 +268,16 @@ class NodeUnavailable(WorkspaceUnavailable):
 
 class WorkspaceMoving(WorkspaceUnavailable):
     code = "workspace_moving"
+
+
+class WorkspaceLost(WorkspaceUnavailable):
+    """Its node was declared lost: waiting does not help (no ``Retry-After``); a restore does."""
+
+    code = "workspace_lost"
+    status = 410
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 def render(exc: GatewayError) -> tuple[int, dict[str, str], bytes]:

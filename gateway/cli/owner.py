@@ -10,7 +10,7 @@ import click
 from gateway import erasure, layout
 from gateway.auth.passwords import hash_password
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster.copies import erase_copies
+from gateway.cluster.copies import erase_copies, placed_on_lost_nodes
 from gateway.cluster.remote import erase_on_their_nodes
 
 
@@ -59,7 +59,8 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
     and leaves alone a workspace an engine still serves. With several nodes (database_url and
     cluster_secret set), each placed workspace is erased by the node that holds it, and every copy
     a move left on another node (the moves records name it) by that node; the rows stay until every
-    copy is gone."""
+    copy is gone. A copy on a node declared lost (`almanac node lost`) is not waited for: its disk is
+    gone (audited as account.erase.lost_copy)."""
     settings = make_settings(config_file, data_dir=data_dir)
     root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
@@ -68,9 +69,11 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
         elsewhere: list[str] = []
         count = len(workspaces)
         if settings.database_url is not None and settings.cluster_secret is not None:
-            # several nodes: each placed workspace is erased by its own node, on its own disk
+            # several nodes: each placed workspace is erased by its own node, on its own disk (one
+            # placed on a node declared lost has nothing left to erase: audited, not waited for)
+            lost = placed_on_lost_nodes(store, owner_id, [w.id for w in workspaces])
             unplaced, elsewhere = erase_on_their_nodes(
-                store, settings.cluster_secret, [w.id for w in workspaces]
+                store, settings.cluster_secret, [w.id for w in workspaces if w.id not in lost]
             )
             for _ in elsewhere:
                 store.audit(

@@ -11,7 +11,7 @@ import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster import mover
+from gateway.cluster import mover, restorer
 from gateway.cluster.journal import describe
 from gateway.cluster.mover import MoveConfig
 from gateway.control.oauth import iso
@@ -76,8 +76,8 @@ def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: P
 @click.option(
     "--finish",
     is_flag=True,
-    help="Complete the last move, which switched the workspace but kept the old copy: delete that copy "
-    "once the new node has served the workspace.",
+    help="Complete every move that switched the workspace but kept the old copy (the last one and "
+    "earlier ones): delete each old copy once the workspace's node has served it.",
 )
 @data_dir_option
 @config_option
@@ -95,7 +95,8 @@ def workspace_move(
     file's SHA-256, switch it over, and delete the old copy once the new node serves it.
 
     A move whose command stops before the switch is called off after move_timeout (the workspace is
-    served where it was); one that stops after it keeps the old copy until --finish.
+    served where it was); one that stops after it keeps the old copy until --finish, which deletes
+    the old copies every such move left (not only the last move's).
     Needs the shared control plane (database_url) and the nodes' cluster_secret."""
     if sum((target is not None, status, finish)) != 1:
         raise click.UsageError("give exactly one of --to NODE, --status or --finish")
@@ -125,19 +126,67 @@ def workspace_move(
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
-            done = mover.finish(store, ws.id, config, say=say)
-            click.echo(
-                f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
-                f"the old copy on {done.source} is deleted",
-                err=True,
-            )
+            for done in mover.finish(store, ws.id, config, say=say):
+                click.echo(
+                    f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
+                    f"the old copy on {done.source} is deleted",
+                    err=True,
+                )
             return
         assert target is not None
         report = mover.move(store, ws.id, target, config, say=say, pause=_test_pause())
     click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)
 
 
-#: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (released, copied, flipped, served), create
+@workspace.command("restore")
+@click.argument("name")
+@click.option("--owner", "email", required=True, help="The owner's email.")
+@click.option(
+    "--from",
+    "backup",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The backup: a copy of the workspace's folder (from a volume snapshot or a sync).",
+)
+@click.option("--to", "target", required=True, help="The live node to restore the workspace on.")
+@data_dir_option
+@config_option
+@reports_errors
+def workspace_restore(
+    name: str, email: str, backup: Path, target: str, data_dir: Path | None, config_file: Path | None
+) -> None:
+    """Restore a workspace whose node was declared lost (`almanac node lost`) from a backup of its
+    folder, on another node: every file is sent to that node, checked there by size and SHA-256
+    against the backup, and only then is the workspace switched to it and served. What the backup
+    does not hold (writes after it was taken) is not recovered. Refused, changing nothing, for a
+    workspace whose node is not declared lost. Needs database_url and cluster_secret."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    if settings.database_url is None or settings.cluster_secret is None:
+        raise ConfigError(
+            "restoring a workspace needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
+            "and ALMANAC_CLUSTER_SECRET as on the nodes"
+        )
+    config = MoveConfig(
+        secret=settings.cluster_secret,
+        lease=settings.placement_lease,
+        heartbeat_timeout=settings.placement_lease,
+        timeout=settings.move_timeout,
+    )
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    with control_plane(config_file, data_dir) as store:
+        ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        report = restorer.restore(
+            store, ws.owner_id, ws.id, backup, target, config, say=say, pause=_test_pause()
+        )
+    click.echo(
+        f"restored workspace {ws.name!r} ({ws.id}) on {report.target} from {backup}: {report.files} files "
+        f"checked; the copy on the lost node {report.source} is not used",
+        err=True,
+    )
+
+
+#: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (released, copied, flipped, served; a restore:
+#: sent), create
 #: ``FILE.reached`` and wait until FILE exists — so a test can kill the command at that seam.
 TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
 

@@ -8,6 +8,11 @@ signed, to erase its copy (``POST /internal/v1/workspaces/{id}/erase``,
 erased. What could not be erased — its node down or unregistered, a folder an engine still holds —
 is returned, and the caller keeps every row (the moves records included) until a later
 ``almanac owner erase --finish`` gets it: nothing is forgotten while a copy is left.
+
+A copy on a node declared lost (``almanac node lost``: its disk is gone) is not waited for: there is
+nothing left to erase there. Each such copy — the placed one (:func:`placed_on_lost_nodes`) or one
+a move left — is audited as ``account.erase.lost_copy`` naming the node, and the erase goes on; it
+is remembered too (``erased_copies``), so a lost node that comes back with its disk deletes it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class _Plane(Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
+    def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None: ...
     def audit(
         self,
         kind: str,
@@ -48,7 +54,9 @@ def erase_copies(
 ) -> list[str]:
     """Have every node the moves records name, besides the placed one, erase its copy of each of
     ``owner_id``'s workspaces; returns what was not erased, each audited as ``account.erase.failed``."""
-    left = _erase_copies(store, secret, workspace_ids, clock)
+    left, lost = _erase_copies(store, secret, workspace_ids, clock)
+    for workspace_id, name in lost:
+        _audit_lost_copy(store, owner_id, workspace_id, name)
     for workspace_id, _ in left:
         store.audit(
             "account.erase.failed",
@@ -59,11 +67,41 @@ def erase_copies(
     return [what for _, what in left]
 
 
+def _audit_lost_copy(store: _Plane, owner_id: str, workspace_id: str, node: str) -> None:
+    """Audited, and remembered: should the node come back with its disk, it deletes the copy."""
+    store.remember_lost_copy(node, workspace_id, now=time.time())
+    store.audit(
+        "account.erase.lost_copy",
+        owner_id=owner_id,
+        workspace_id=workspace_id,
+        detail={
+            "node": node,
+            "note": "its node was declared lost (its disk is gone): nothing left to erase there",
+        },
+    )
+
+
+def placed_on_lost_nodes(store: _Plane, owner_id: str, workspace_ids: list[str]) -> set[str]:
+    """The workspaces of ``workspace_ids`` placed on a node declared lost, each audited as
+    ``account.erase.lost_copy``: there is nothing left to erase on that node, so the erase does
+    not wait for it."""
+    lost_nodes = {n.name for n in store.nodes() if n.lost}
+    found = set()
+    for workspace_id in workspace_ids:
+        placement = store.placement(workspace_id)
+        if placement is not None and placement.node in lost_nodes:
+            _audit_lost_copy(store, owner_id, workspace_id, placement.node)
+            found.add(workspace_id)
+    return found
+
+
 def _erase_copies(
     store: _Plane, secret: str, workspace_ids: list[str], clock: Callable[[], float]
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(what was not erased, the copies on lost nodes), each with its workspace."""
     nodes = {n.name: n for n in store.nodes()}
     left: list[tuple[str, str]] = []
+    lost: list[tuple[str, str]] = []
     calls = NodeCalls(secret, clock)
     try:
         for workspace_id in workspace_ids:
@@ -74,6 +112,9 @@ def _erase_copies(
                 if node is None:
                     left.append((workspace_id, f"its copy on node {name!r}: that node is not registered"))
                     continue
+                if node.lost:
+                    lost.append((workspace_id, name))
+                    continue
                 try:
                     reply = calls.call(node, "POST", workspace_id, "erase")
                 except MoveFailed as exc:
@@ -82,4 +123,4 @@ def _erase_copies(
                 left += [(workspace_id, f"node {name!r}: {path}") for path in reply.get("failed", [])]
     finally:
         calls.close()
-    return left
+    return left, lost

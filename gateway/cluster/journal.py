@@ -9,7 +9,9 @@ once the move's deadline passed), then ``discarded`` once the target removed its
 
 What is left on disk follows from the state: a ``flipped`` or ``served`` move leaves the old copy on
 the source (``almanac workspace move --finish`` deletes it); a ``called_off`` one may leave an unused
-copy on the target (that node removes it by itself).
+copy on the target (that node removes it by itself). Every move counts, not only a workspace's
+last: a workspace moved A → B (the old copy kept on A) and then B → C still has A's copy to delete.
+What a node's folder is follows from the newest move that names that node.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ class StaleCopy:
 
 
 def stale_copies(records: list[MoveRecord]) -> list[StaleCopy]:
-    """The copies the moves in ``records`` leave behind, by node then workspace."""
+    """The copies the moves in ``records`` leave behind, by node then workspace (``records``: each
+    the newest move naming the node that keeps the copy, as
+    :meth:`~gateway.control.moves.MoveQueries.moves_leaving_copies` returns them)."""
     found = []
     for r in records:
         if r.state in OLD_COPY_KEPT:
@@ -106,28 +110,52 @@ def describe(record: MoveRecord) -> str:
     return f"{record.source} -> {record.target}\t{record.state}\t{left}{note}"
 
 
+def latest_touching(records: list[MoveRecord], node: str) -> MoveRecord | None:
+    """The newest of ``records`` (oldest first) that names ``node`` as its source or its target: the
+    move that governs what node's folder of the workspace is (an earlier one is superseded)."""
+    return next((r for r in reversed(records) if node in (r.source, r.target)), None)
+
+
 def stale_copy_problem(records: list[MoveRecord], placement: Placement | None, here: str) -> str | None:
     """Why node ``here`` must keep its folder of the workspace whose moves are ``records`` (oldest
-    first), or None when that folder is a stale copy it may delete: the old copy of a move that the
-    target has served, or the unused copy of a move called off — and only per the workspace's last
-    move, with the placement elsewhere."""
+    first), or None when that folder is a stale copy it may delete: the old copy of a move whose
+    copy has since been served (by its target, or after a later move elsewhere), or the unused copy
+    of a move called off — judged by the newest move that names this node (every move counts, not
+    only the workspace's last), with the placement elsewhere."""
     if placement is None:
         return "the control plane places this workspace nowhere; its folder stays"
     if placement.node == here:
         return "the control plane still places this workspace here; its folder stays"
     if placement.moving_to == here:
         return "a move of this workspace to this node is under way; its folder stays"
-    last = records[-1] if records else None
-    if last is not None and last.source == here and last.state in ("served", "cleaned"):
-        return None
-    if last is not None and last.target == here and last.state in ("called_off", "discarded"):
-        return None
-    if last is None:
+    governing = latest_touching(records, here)
+    if governing is None:
         return "no move of this workspace names this node; its folder stays"
+    later = records[records.index(governing) + 1 :]
+    served_since = any(r.state in ("served", "cleaned") for r in later)
+    if governing.source == here and (
+        governing.state in ("served", "cleaned") or (governing.state == "flipped" and served_since)
+    ):
+        return None
+    if governing.target == here and governing.state in ("called_off", "discarded"):
+        return None
     return (
-        f"its last move ({last.source} -> {last.target}, {last.state}) does not make this node's copy "
-        "stale; its folder stays"
+        f"its last move naming this node ({governing.source} -> {governing.target}, {governing.state}) "
+        "does not make this node's copy stale; its folder stays"
     )
+
+
+def old_copies(records: list[MoveRecord], placement: Placement | None) -> list[MoveRecord]:
+    """The moves (newest first) whose old copy on their source is still kept and is not the
+    workspace's data: switched (``flipped`` or ``served``), the newest move naming that source, and
+    the workspace placed elsewhere with no move under way — what ``--finish`` deletes."""
+    if placement is None or placement.moving_to is not None:
+        return []
+    return [
+        r
+        for r in reversed(records)
+        if r.state in OLD_COPY_KEPT and r.source != placement.node and latest_touching(records, r.source) is r
+    ]
 
 
 def nodes_keeping_copies(records: list[MoveRecord], placed: str | None) -> list[str]:

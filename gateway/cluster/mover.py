@@ -18,7 +18,8 @@ source serves the workspace again); nothing is deleted before the target has ser
 The drain is a lease: the move is recorded (:mod:`gateway.control.moves`) with a deadline that a
 thread of this command pushes forward while it works. A command that dies before the flip pushes
 nothing, and the source node calls the move off once the deadline has passed. One that dies after
-the flip leaves the old copy on the source: :func:`finish` (``--finish``) completes the move.
+the flip leaves the old copy on the source: :func:`finish` (``--finish``) completes the move — and
+every earlier move that left an old copy too.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 
 from gateway.cluster import manifest, signing
-from gateway.cluster.journal import MoveRecord, State, finish_problem
+from gateway.cluster.journal import MoveRecord, State, finish_problem, old_copies
 from gateway.cluster.placement import Node, Placement, is_live
 from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
 
@@ -43,7 +45,7 @@ _TIMEOUT = httpx.Timeout(30.0, read=600.0)
 OPEN_DEADLINE_S = 120.0
 
 
-class _Plane(Protocol):
+class MovePlane(Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
@@ -89,8 +91,14 @@ class NodeCalls:
         self.http = httpx.Client(timeout=_TIMEOUT)
 
     def call(self, node: Node, method: str, workspace_id: str, step: str, body: Any = None) -> dict[str, Any]:
-        path = f"/internal/v1/workspaces/{workspace_id}" + (f"/{step}" if step else "")
         raw = b"" if body is None else json.dumps(body).encode("utf-8")
+        return self.send(node, method, workspace_id, step, raw, "application/json")
+
+    def send(
+        self, node: Node, method: str, workspace_id: str, step: str, raw: bytes, content_type: str
+    ) -> dict[str, Any]:
+        """One signed call with ``raw`` as its body (signed too); the node's JSON answer."""
+        path = f"/internal/v1/workspaces/{workspace_id}" + (f"/{step}" if step else "")
         signed = signing.sign(
             self.secret,
             method=method,
@@ -104,11 +112,11 @@ class NodeCalls:
         headers = {
             signing.PRINCIPAL_HEADER.decode(): signed.principal,
             signing.SIGNATURE_HEADER.decode(): signed.signature,
-            "content-type": "application/json",
+            "content-type": content_type,
         }
         try:
             response = self.http.request(
-                method, node.advertise_url + path, content=raw or None, headers=headers
+                method, node.advertise_url + quote(path), content=raw or None, headers=headers
             )
         except httpx.TransportError as exc:
             raise MoveFailed(f"node {node.name!r} at {node.advertise_url} cannot be reached ({exc})") from exc
@@ -125,18 +133,23 @@ class NodeCalls:
 
 
 def _live_nodes(
-    store: _Plane, config: MoveConfig, clock: Callable[[], float], *names: str
+    store: MovePlane, config: MoveConfig, clock: Callable[[], float], *names: str
 ) -> dict[str, Node]:
     nodes = {n.name: n for n in store.nodes()}
     for name in names:
         node = nodes.get(name)
+        if node is not None and node.lost:
+            raise BadRequest(
+                f"node {name!r} was declared lost; its copy cannot be reached (nothing changed). If its disk "
+                f"came back, `almanac node lost {name} --undo --confirm` first"
+            )
         if node is None or not is_live(node, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
             raise BadRequest(f"node {name!r} has not been heard from; start it again first (nothing changed)")
     return nodes
 
 
 def move(
-    store: _Plane,
+    store: MovePlane,
     workspace_id: str,
     target_name: str,
     config: MoveConfig,
@@ -151,6 +164,8 @@ def move(
         raise BadRequest(
             f"no node named {target_name!r}; the nodes are: {', '.join(sorted(nodes)) or 'none'}"
         )
+    if target.lost:
+        raise BadRequest(f"node {target_name!r} was declared lost; nothing is moved to it (nothing changed)")
     if not is_live(target, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
         raise BadRequest(
             f"node {target_name!r} has not been heard from; start it before moving anything to it"
@@ -163,6 +178,12 @@ def move(
     if placement.node == target.name:
         raise BadRequest(f"workspace {workspace_id} is already on node {target.name!r}")
     source = nodes.get(placement.node)
+    if source is not None and source.lost:
+        raise BadRequest(
+            f"workspace {workspace_id} is on node {source.name!r}, which was declared lost: its files are "
+            "gone with it. Restore it from a backup instead: `almanac workspace restore NAME --owner EMAIL "
+            "--from DIR --to NODE` (nothing changed)"
+        )
     if source is None or not is_live(source, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
         raise BadRequest(
             f"node {placement.node!r}, which holds workspace {workspace_id}, has not been heard from; "
@@ -171,14 +192,14 @@ def move(
     link = NodeCalls(config.secret, clock)
     try:
         if placement.moving_to is not None:
-            _call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
+            call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
         return _move(store, link, workspace_id, source, target, config, clock=clock, say=say, pause=pause)
     finally:
         link.close()
 
 
-def _call_off_lapsed(
-    store: _Plane,
+def call_off_lapsed(
+    store: MovePlane,
     link: NodeCalls,
     placement: Placement,
     nodes: dict[str, Node],
@@ -211,12 +232,12 @@ def _call_off_lapsed(
             store.record_move(earlier.id, "discarded", now=clock(), note=earlier.note)
 
 
-class _Renewer:
+class Renewer:
     """While the command works, push the move's deadline forward every quarter of ``timeout`` from
     a thread (one long copy must not let it lapse). A killed command renews nothing: the move
     lapses and its source calls it off."""
 
-    def __init__(self, store: _Plane, move_id: str, timeout: float, clock: Callable[[], float]) -> None:
+    def __init__(self, store: MovePlane, move_id: str, timeout: float, clock: Callable[[], float]) -> None:
         self.store, self.move_id, self.timeout, self.clock = store, move_id, timeout, clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="move-renewer", daemon=True)
@@ -230,7 +251,7 @@ class _Renewer:
             except Exception:  # the database is unreachable for now: try again at the next quarter
                 continue
 
-    def __enter__(self) -> _Renewer:
+    def __enter__(self) -> Renewer:
         self._thread.start()
         return self
 
@@ -240,7 +261,7 @@ class _Renewer:
 
 
 def _move(
-    store: _Plane,
+    store: MovePlane,
     link: NodeCalls,
     workspace_id: str,
     source: Node,
@@ -255,7 +276,7 @@ def _move(
     say(f"draining workspace {workspace_id} on {source.name} (its calls get 503 + Retry-After meanwhile)")
     flipped = copied = False
     try:
-        with _Renewer(store, move.id, config.timeout, clock):
+        with Renewer(store, move.id, config.timeout, clock):
             released = manifest.from_json(link.call(source, "POST", workspace_id, "release")["manifest"])
             size = sum(e.size for e in released)
             pause("released")
@@ -287,7 +308,7 @@ def _move(
 
 
 def _complete(
-    store: _Plane,
+    store: MovePlane,
     link: NodeCalls,
     move: MoveRecord,
     source: Node,
@@ -303,7 +324,7 @@ def _complete(
     state = store.move_record(move.id)
     try:
         if state is None or state.state == "flipped":
-            _open(link, target, workspace_id, clock=clock)
+            open_on(link, target, workspace_id, clock=clock)
             store.record_move(move.id, "served", now=clock())
         pause("served")
         say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
@@ -319,33 +340,71 @@ def _complete(
 
 
 def finish(
-    store: _Plane,
+    store: MovePlane,
     workspace_id: str,
     config: MoveConfig,
     *,
     clock: Callable[[], float] = time.time,
     say: Callable[[str], None] = lambda line: None,
-) -> MoveRecord:
-    """Complete the workspace's last move, which switched it to its target but kept the old copy:
-    the target serves it (if it has not yet), then the source deletes its copy. Refused (nothing
-    changes) unless the placement names the target and no move is under way."""
+) -> list[MoveRecord]:
+    """Complete every move of the workspace that switched it but kept the old copy on its source —
+    the last one and any earlier one (moved A → B keeping A's copy, then B → C): newest first, the
+    workspace's node serves it (if that move's target has not yet), then each old copy is deleted by
+    its node. Refused (nothing changes) while a move is under way, when the placement does not name
+    the last move's target, or when no old copy is left. Returns the moves completed."""
     moves = store.moves_of(workspace_id)
     last = moves[-1] if moves else None
-    problem = finish_problem(last, store.placement(workspace_id))
-    if problem is not None or last is None:
+    placement = store.placement(workspace_id)
+    pending = old_copies(moves, placement)
+    problem = finish_problem(last, placement)
+    if problem is not None and (not pending or last is None or last.state not in _SETTLED):
         raise BadRequest(f"cannot finish a move of workspace {workspace_id}: {problem}")
-    nodes = _live_nodes(store, config, clock, last.source, last.target)
+    if not pending or placement is None:
+        raise BadRequest(f"cannot finish a move of workspace {workspace_id}: no old copy is left")
+    nodes = _live_nodes(store, config, clock, placement.node, *{r.source for r in pending})
     link = NodeCalls(config.secret, clock)
+    done = []
     try:
-        _complete(store, link, last, nodes[last.source], nodes[last.target], clock=clock, say=say)
+        for record in pending:
+            if record.target == placement.node:  # its target serves it first, then the copy goes
+                _complete(
+                    store, link, record, nodes[record.source], nodes[record.target], clock=clock, say=say
+                )
+            else:  # a later move carried the workspace on from its target: only the old copy is left
+                _delete_old_copy(store, link, record, nodes[record.source], clock=clock, say=say)
+            found = store.move_record(record.id)
+            assert found is not None
+            done.append(found)
     finally:
         link.close()
-    done = store.move_record(last.id)
-    assert done is not None
     return done
 
 
-def _open(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
+#: A last move in one of these states leaves nothing to finish itself; an earlier one may.
+_SETTLED: tuple[State, ...] = ("cleaned", "called_off", "discarded")
+
+
+def _delete_old_copy(
+    store: MovePlane,
+    link: NodeCalls,
+    move: MoveRecord,
+    source: Node,
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+) -> None:
+    say(f"deleting the old copy an earlier move ({move.source} -> {move.target}) left on {source.name}")
+    try:
+        link.call(source, "DELETE", move.workspace_id, "")
+    except MoveFailed as exc:
+        store.record_move(move.id, move.state, now=clock(), note=exc.message)
+        raise MoveFailed(
+            f"{exc.message}; the old copy on {source.name!r} of the move to {move.target!r} is kept"
+        ) from exc
+    store.record_move(move.id, "cleaned", now=clock())
+
+
+def open_on(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
     """Have the target start the workspace's engine on the copy; a busy target (503) is asked again
     for up to :data:`OPEN_DEADLINE_S` seconds. Until it has served it, the old copy stays."""
     deadline = clock() + OPEN_DEADLINE_S
@@ -363,7 +422,7 @@ def _open(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[
 
 
 def _call_off(
-    store: _Plane,
+    store: MovePlane,
     link: NodeCalls,
     move: MoveRecord,
     source: Node,

@@ -22,7 +22,8 @@ Besides, with every heartbeat :meth:`MoveEndpoints.tend` looks after the moves t
 node, off the event loop: it calls off the moves away from here whose deadline passed (their command
 died: the workspace is served here again), stops refusing a workspace whose move has ended, and
 removes the unused copy a move called off left here (never while a move to here is under way, and
-only what :func:`~gateway.cluster.journal.stale_copy_problem` allows).
+only what :func:`~gateway.cluster.journal.stale_copy_problem` allows), and deletes the folder of
+every workspace whose account was erased while this node was declared lost.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from gateway import logs
 from gateway.cluster import manifest, signing
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
-from gateway.cluster.placement import Placement
+from gateway.cluster.placement import Node, Placement
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
@@ -59,12 +60,15 @@ DRAIN_TIMEOUT_S = 30.0
 
 
 class _Journal(Protocol):
+    def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
     def moves_leaving_copies(self) -> list[MoveRecord]: ...
     def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]: ...
     def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
     def being_erased(self, workspace_id: str) -> bool: ...
+    def lost_copies_to_erase(self, node: str) -> list[str]: ...
+    def forget_lost_copy(self, node: str, workspace_id: str) -> None: ...
 
 
 def files_path(workspace_id: str, path: str) -> str:
@@ -86,7 +90,7 @@ class MoveEndpoints:
         self._log = logs.get()
         self._locks: dict[str, anyio.Lock] = {}  # a pull and a discard of one workspace never overlap
 
-    def _lock(self, workspace_id: str) -> anyio.Lock:
+    def lock(self, workspace_id: str) -> anyio.Lock:
         return self._locks.setdefault(workspace_id, anyio.Lock())
 
     def routes(self) -> list[BaseRoute]:
@@ -100,7 +104,7 @@ class MoveEndpoints:
             Route(PREFIX, self.delete, methods=["DELETE"]),
         ]
 
-    async def _verified(self, request: Request) -> tuple[str, bytes]:
+    async def verified(self, request: Request) -> tuple[str, bytes]:
         workspace_id = str(request.path_params["workspace_id"])
         body = await request.body()
         try:
@@ -122,45 +126,45 @@ class MoveEndpoints:
             raise BadRequest(f"{workspace_id!r} is not a workspace id")
         return workspace_id, body
 
-    def _folder(self, workspace_id: str) -> Path:
+    def folder(self, workspace_id: str) -> Path:
         return self.root / workspace_id
 
     async def release(self, request: Request) -> Response:
-        workspace_id, _ = await self._verified(request)
+        workspace_id, _ = await self.verified(request)
         self.link.router.hold(workspace_id)  # new calls: 503 workspace_moving from now on
         slot = self.supervisor.slot(workspace_id)
         with anyio.move_on_after(DRAIN_TIMEOUT_S):
             while slot.in_flight:
                 await anyio.sleep(0.02)
         await self.supervisor.restart(workspace_id, reason="move")  # stopped: the folder is still
-        folder = self._folder(workspace_id)
+        folder = self.folder(workspace_id)
         found = await anyio.to_thread.run_sync(manifest.manifest, folder) if folder.is_dir() else ()
         logs.event(self._log, logging.INFO, "move.released", workspace=workspace_id, files=len(found))
         return JSONResponse({"manifest": manifest.to_json(found)})
 
     async def file(self, request: Request) -> Response:
-        workspace_id, _ = await self._verified(request)
+        workspace_id, _ = await self.verified(request)
         path = str(request.path_params["path"])
         if not manifest.safe_relative(path):
             raise BadRequest(f"{path!r} leaves the workspace's folder")
         if workspace_id not in self.link.router.held:
             raise Forbidden("release the workspace before copying its files (they may still change)")
-        target = self._folder(workspace_id) / path
+        target = self.folder(workspace_id) / path
         if not target.is_file():
             raise NotFound(f"no file {path!r} in workspace {workspace_id}")
         return FileResponse(target, media_type="application/octet-stream")
 
     async def pull(self, request: Request) -> Response:
-        workspace_id, body = await self._verified(request)
+        workspace_id, body = await self.verified(request)
         try:
             order: dict[str, Any] = json.loads(body)
             source, url = str(order["source"]), str(order["url"]).rstrip("/")
             wanted = manifest.from_json(order["manifest"])
         except (ValueError, KeyError, TypeError) as exc:
             raise BadRequest(f"a pull needs source, url and manifest: {exc}") from None
-        async with self._lock(workspace_id):
+        async with self.lock(workspace_id):
             await self._pull(workspace_id, source, url, wanted)
-        folder = self._folder(workspace_id)
+        folder = self.folder(workspace_id)
         found = await anyio.to_thread.run_sync(manifest.manifest, folder) if folder.is_dir() else ()
         logs.event(
             self._log, logging.INFO, "move.pulled", workspace=workspace_id, source=source, files=len(found)
@@ -170,12 +174,12 @@ class MoveEndpoints:
     async def _pull(
         self, workspace_id: str, source: str, url: str, wanted: tuple[manifest.Entry, ...]
     ) -> None:
-        folder = self._folder(workspace_id)
+        folder = self.folder(workspace_id)
         if folder.exists() and any(folder.iterdir()):
             raise AlreadyExists(f"node {self.link.here!r} already has a folder for workspace {workspace_id}")
         if self.placement_here(await off_loop(self.placement, workspace_id)):
             raise BadRequest("this node already serves the workspace; nothing to pull")
-        staging = self._staging(workspace_id)
+        staging = self.staging(workspace_id)
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
@@ -184,11 +188,11 @@ class MoveEndpoints:
             now = await off_loop(self.placement, workspace_id)
             if now is None or now.moving_to != self.link.here:
                 raise BadRequest("the move was called off while its files were copied; the copy is dropped")
-            await anyio.to_thread.run_sync(lambda: _settle(staging, folder))
+            await anyio.to_thread.run_sync(lambda: settle(staging, folder))
         finally:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
 
-    def _staging(self, workspace_id: str) -> Path:
+    def staging(self, workspace_id: str) -> Path:
         return self.root / f".incoming-{workspace_id}"
 
     def placement_here(self, placement: Placement | None) -> bool:
@@ -236,20 +240,20 @@ class MoveEndpoints:
             )
 
     async def open(self, request: Request) -> Response:
-        workspace_id, _ = await self._verified(request)
+        workspace_id, _ = await self.verified(request)
         self.link.router.forget(workspace_id)
         async with self.supervisor.lease(workspace_id):
             pass  # started on the copy and healthy: this node serves it
         return JSONResponse({"serving": workspace_id, "node": self.link.here})
 
     async def resume(self, request: Request) -> Response:
-        workspace_id, _ = await self._verified(request)
+        workspace_id, _ = await self.verified(request)
         self.link.router.unhold(workspace_id)
         return JSONResponse({"serving": workspace_id, "node": self.link.here})
 
     async def delete(self, request: Request) -> Response:
-        workspace_id, _ = await self._verified(request)
-        async with self._lock(workspace_id):
+        workspace_id, _ = await self.verified(request)
+        async with self.lock(workspace_id):
             problem = await self._drop_problem(workspace_id)
             if problem is not None:
                 raise Forbidden(problem)
@@ -259,8 +263,8 @@ class MoveEndpoints:
 
     async def erase(self, request: Request) -> Response:
         """An account erase: delete every copy this node keeps of a workspace placed elsewhere."""
-        workspace_id, _ = await self._verified(request)
-        async with self._lock(workspace_id):
+        workspace_id, _ = await self.verified(request)
+        async with self.lock(workspace_id):
             here = self.link.here
             problem = await off_loop(
                 lambda: erase_copy_problem(
@@ -270,7 +274,7 @@ class MoveEndpoints:
             if problem is not None:
                 raise Forbidden(problem)
             await self.supervisor.retire(workspace_id)
-            data_dir, staging = self.supervisor.config.data_dir, self._staging(workspace_id)
+            data_dir, staging = self.supervisor.config.data_dir, self.staging(workspace_id)
 
             failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging)
             self.link.router.unhold(workspace_id)
@@ -289,7 +293,7 @@ class MoveEndpoints:
     async def _drop(self, workspace_id: str) -> None:
         """Delete this node's stale copy (checked by the caller, under the workspace's lock)."""
         await self.supervisor.restart(workspace_id, reason="moved")
-        folder, staging = self._folder(workspace_id), self._staging(workspace_id)
+        folder, staging = self.folder(workspace_id), self.staging(workspace_id)
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
         self.link.router.unhold(workspace_id)
@@ -309,13 +313,29 @@ class MoveEndpoints:
         for move in await off_loop(self.journal.moves_leaving_copies):
             if move.state == "called_off" and move.target == here:
                 await self._discard(move)
+        for workspace_id in await off_loop(self.journal.lost_copies_to_erase, here):
+            await self._erase_forgotten(workspace_id)
+
+    async def _erase_forgotten(self, workspace_id: str) -> None:
+        """Delete the folder of a workspace whose account was erased while this node was declared
+        lost (back with its disk: an erased account stays erased)."""
+        here = self.link.here
+        async with self.lock(workspace_id):
+            await self.supervisor.retire(workspace_id)
+            data_dir, staging = self.supervisor.config.data_dir, self.staging(workspace_id)
+            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging)
+        if not failed:
+            await off_loop(self.journal.forget_lost_copy, here, workspace_id)
+        logs.event(
+            self._log, logging.INFO, "workspace.lost_copy_erased", workspace=workspace_id, failed=len(failed)
+        )
 
     async def _discard(self, move: MoveRecord) -> None:
         """Remove the unused copy a move called off left here, if it is still the last move."""
         workspace_id = move.workspace_id
-        async with self._lock(workspace_id):
+        async with self.lock(workspace_id):
             if await self._drop_problem(workspace_id) is not None:
-                if self._folder(workspace_id).exists() or self._staging(workspace_id).exists():
+                if self.folder(workspace_id).exists() or self.staging(workspace_id).exists():
                     return  # a later move governs this folder
             else:
                 await self._drop(workspace_id)
@@ -325,7 +345,7 @@ class MoveEndpoints:
         logs.event(self._log, logging.INFO, "move.discarded_copy", workspace=move.workspace_id, move=move.id)
 
 
-def _settle(staging: Path, folder: Path) -> None:
+def settle(staging: Path, folder: Path) -> None:
     """Move the checked copy into place (one rename) and make the rename durable."""
     if folder.exists():
         folder.rmdir()  # empty (checked before the pull)

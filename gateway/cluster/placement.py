@@ -8,6 +8,10 @@ node, and that placement is a *lease*: the node renews it with each heartbeat, a
 lease has run out (it lost the control plane, or died) must not serve the workspace until it renews
 it. A workspace whose node is not live is unavailable (503 + Retry-After); it is never opened on a
 second node, because its files are on the first one's disk.
+
+A node an operator declared *lost* (``almanac node lost NAME --confirm``: its disk is gone for good)
+serves nothing, whatever its heartbeat says, and takes nothing new; its workspaces are *lost* (a
+clear refusal naming the situation) until each is restored from a backup on another node.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Node:
     heartbeat_at: float  # epoch seconds
     draining: bool
     workspaces: int  # how many workspaces are placed on it
+    lost: bool = False  # declared lost by an operator (its disk is gone): it serves nothing
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class Unavailable:
     reason: str
     retry_after: float
     moving: bool = False  # refused because it is being moved (a short wait), not because a node is down
+    lost: bool = False  # its node was declared lost: no wait brings it back, a restore from a backup does
 
 
 #: What a call for a workspace being moved is told to wait (seconds): a move takes moments.
@@ -82,10 +88,12 @@ def is_live(node: Node, *, now: float, heartbeat_timeout: float) -> bool:
 
 
 def choose_node(nodes: Iterable[Node], *, now: float, heartbeat_timeout: float) -> Node:
-    """The node a new workspace goes to: the live, non-draining node with the fewest workspaces
-    (ties: the name first in order, so every gateway picks the same one)."""
+    """The node a new workspace goes to: the live, non-draining node not declared lost with the
+    fewest workspaces (ties: the name first in order, so every gateway picks the same one)."""
     candidates = [
-        n for n in nodes if not n.draining and is_live(n, now=now, heartbeat_timeout=heartbeat_timeout)
+        n
+        for n in nodes
+        if not n.draining and not n.lost and is_live(n, now=now, heartbeat_timeout=heartbeat_timeout)
     ]
     if not candidates:
         raise PlacementError("no live node takes new workspaces; start a node or end a drain")
@@ -102,11 +110,18 @@ def route(
     retry_after: float,
 ) -> Route:
     """Where a call for ``placement``'s workspace goes, seen from the node named ``here``."""
-    if placement.moving_to is not None:
+    if placement.moving_to is not None:  # a move, or a restore from a lost node
         return Unavailable(
             f"this workspace is being moved to node {placement.moving_to!r}", MOVING_RETRY_AFTER, moving=True
         )
     owner = next((n for n in nodes if n.name == placement.node), None)
+    if owner is not None and owner.lost:  # whatever its heartbeat says: even the lost node itself
+        return Unavailable(
+            f"its node {owner.name!r} was declared lost (its disk is gone); the operator restores the "
+            "workspace from a backup on another node (almanac workspace restore)",
+            retry_after,
+            lost=True,
+        )
     if owner is None:
         return Unavailable(f"node {placement.node!r} is not registered", retry_after)
     if not is_live(owner, now=now, heartbeat_timeout=heartbeat_timeout):

@@ -46,6 +46,7 @@ from gateway.errors import (
     GatewayError,
     NodeUnavailable,
     PayloadTooLarge,
+    WorkspaceLost,
     WorkspaceMoving,
     WorkspaceNotFound,
     WorkspaceUnavailable,
@@ -77,6 +78,7 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
     for cls in (
         NodeUnavailable,
         WorkspaceMoving,
+        WorkspaceLost,
         EngineStartFailed,
         EngineStartTimeout,
         EngineCapacity,
@@ -134,8 +136,13 @@ def node_down(what: str, retry_after: float) -> NodeUnavailable:
     )
 
 
-def page_refusal(where: Unavailable) -> NodeUnavailable | WorkspaceMoving:
-    """What a page says when nobody can serve the workspace now (503 + Retry-After)."""
+def page_refusal(where: Unavailable) -> NodeUnavailable | WorkspaceMoving | WorkspaceLost:
+    """What a page says when nobody can serve the workspace now (503 + Retry-After; 410 when its
+    node was declared lost)."""
+    if where.lost:
+        return WorkspaceLost(
+            f"This workspace cannot be served: {where.reason}. Nothing was changed.", retry_after=0.0
+        )
     if where.moving:
         return WorkspaceMoving(
             f"This workspace is being moved to another node; {_try_again(where.retry_after)}.",

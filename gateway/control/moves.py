@@ -63,12 +63,16 @@ class MoveQueries:
         return [_record(r) for r in rows]
 
     def moves_leaving_copies(self: AuditedPlane) -> list[MoveRecord]:
-        """The moves that may have left a copy behind (switched but not cleaned; called off but the
-        target's copy not yet discarded) — each its workspace's last move (a later one governs)."""
+        """The moves that may have left a copy behind — switched but not cleaned (the old copy on
+        the source), called off but not discarded (the unused copy on the target) — of every
+        workspace and every move, not only the last: each one unless a later move of its workspace
+        names the node keeping that copy (then the later move governs that node's folder)."""
         rows = self._db.execute(
             _MOVES + " m WHERE state IN ('flipped', 'served', 'called_off') AND NOT EXISTS ("
             "SELECT 1 FROM moves later WHERE later.workspace_id = m.workspace_id AND "
-            "(later.began_at > m.began_at OR (later.began_at = m.began_at AND later.id > m.id))"
+            "(later.began_at > m.began_at OR (later.began_at = m.began_at AND later.id > m.id)) AND "
+            "(CASE WHEN m.state = 'called_off' THEN m.target ELSE m.source END) "
+            "IN (later.source, later.target)"
             ") ORDER BY began_at, id"
         )
         return [_record(r) for r in rows]

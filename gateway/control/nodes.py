@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.cluster.placement import Node, Placement, choose_node, node_name_problem
+from gateway.cluster.placement import Node, Placement, PlacementError, choose_node, node_name_problem
 from gateway.control.db import Database
 from gateway.control.oauth import epoch, iso
 from gateway.errors import BadRequest
@@ -23,13 +23,15 @@ class _Plane(Protocol):
 
 _NODES = """
 SELECT n.name, n.advertise_url, n.heartbeat_at, n.draining,
-       (SELECT count(*) FROM placements p WHERE p.node = n.name)
+       (SELECT count(*) FROM placements p WHERE p.node = n.name), n.lost_at
 FROM nodes n
 """
 
 
 def _node(row: tuple[object, ...]) -> Node:
-    return Node(str(row[0]), str(row[1]), epoch(str(row[2])), bool(row[3]), int(str(row[4])))
+    return Node(
+        str(row[0]), str(row[1]), epoch(str(row[2])), bool(row[3]), int(str(row[4])), row[5] is not None
+    )
 
 
 def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
@@ -46,7 +48,8 @@ def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
 class NodeQueries:
     def register_node(self: _Plane, name: str, advertise_url: str, *, now: float) -> Node:
         """Add a node, or bring a known one back (new URL, heartbeat now). A node marked draining
-        stays draining across its restarts: only ``set_draining`` changes that."""
+        stays draining across its restarts (only ``set_draining`` changes that), and one declared
+        lost stays lost (only ``node_found`` changes that)."""
         name, advertise_url = validate_node(name, advertise_url)
         with self._db.transaction():
             self._db.execute(
@@ -62,10 +65,14 @@ class NodeQueries:
 
     def heartbeat(self: _Plane, name: str, *, now: float, lease: float) -> int:
         """The node is alive: record it and renew the leases of every workspace placed on it until
-        ``now + lease``. Returns how many leases were renewed (an unknown node renews none)."""
+        ``now + lease``. Returns how many leases were renewed (an unknown node renews none, nor
+        does a node declared lost: its beat is recorded, so ``node list`` shows it is running)."""
         with self._db.transaction():
             known = self._db.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (iso(now), name))
             if known.rowcount == 0:
+                return 0
+            lost = self._db.execute("SELECT lost_at FROM nodes WHERE name = ?", (name,)).fetchone()
+            if lost is not None and lost[0] is not None:
                 return 0
             return self._db.execute(
                 "UPDATE placements SET lease_expires_at = ? WHERE node = ?", (iso(now + lease), name)
@@ -95,14 +102,18 @@ class NodeQueries:
         return Placement(str(row[0]), str(row[1]), epoch(str(row[2])), moving_to, move_id, deadline)
 
     def place_on(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
-        """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served)."""
+        """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served, one
+        whose folder is on that node's disk). Raises :class:`PlacementError` for a node declared
+        lost: nothing is placed on it."""
         self._db.execute(
-            "INSERT INTO placements (workspace_id, node, lease_expires_at, placed_at) VALUES (?, ?, ?, ?) "
+            "INSERT INTO placements (workspace_id, node, lease_expires_at, placed_at) "
+            "SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM nodes WHERE name = ? AND lost_at IS NOT NULL) "
             "ON CONFLICT (workspace_id) DO NOTHING",
-            (workspace_id, node, iso(now + lease), iso(now)),
+            (workspace_id, node, iso(now + lease), iso(now), node),
         )
         placed = NodeQueries.placement(self, workspace_id)
-        assert placed is not None
+        if placed is None:
+            raise PlacementError(f"node {node!r} was declared lost; nothing is placed on it")
         return placed
 
     def place(

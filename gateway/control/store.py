@@ -24,6 +24,7 @@ from gateway.control.db import (
     SqliteDatabase,
 )
 from gateway.control.erasure import ErasureQueries
+from gateway.control.lost import LostQueries
 from gateway.control.migrate import load_migrations, migrate
 from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
@@ -130,7 +131,7 @@ def _client_name(metadata: object) -> str | None:
     return None if name is None else str(name)
 
 
-class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries):
+class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries, LostQueries):
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -243,7 +243,13 @@ async def logout(request: Request) -> Response:
 
 def error_page(request: Request, exc: GatewayError) -> Response:
     """A refusal as a page, for a browser (the JSON envelope stays for API clients)."""
-    titles = {403: "Not allowed", 404: "Not found", 429: "Too many requests", 503: "Not available right now"}
+    titles = {
+        403: "Not allowed",
+        404: "Not found",
+        410: "This workspace's node was lost",
+        429: "Too many requests",
+        503: "Not available right now",
+    }
     response = render(
         request,
         "error.html",

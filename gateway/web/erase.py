@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
-from gateway.cluster.copies import erase_copies
+from gateway.cluster.copies import erase_copies, placed_on_lost_nodes
 from gateway.cluster.remote import Engines
 from gateway.control.store import ControlPlane, Workspace
 from gateway.erasure import Erased, finish, remove_files
@@ -40,11 +40,18 @@ async def erase_account(
     theirs works) with their rows kept, the moves records included, an ``account.erase.failed``
     event names the workspace, and the operator finishes with ``almanac owner erase --finish
     EMAIL`` (:mod:`gateway.erasure`). Refused (:class:`MoveUnderWay`, nothing erased) while one of
-    the workspaces is being moved."""
+    the workspaces is being moved. A copy on a node declared lost is not waited for (its disk is
+    gone): it is audited as ``account.erase.lost_copy``."""
     workspaces = store.lock_out_owner(owner_id, remote=remote)
     here: list[Workspace] = []
     failed: list[str] = []
+    lost: set[str] = set()
+    if engines.link is not None:  # node mode: a workspace on a node declared lost has nothing left to erase
+        ids = [w.id for w in workspaces]
+        lost = await anyio.to_thread.run_sync(placed_on_lost_nodes, store, owner_id, ids)
     for workspace in workspaces:
+        if workspace.id in lost:
+            continue
         elsewhere = await engines.erase_elsewhere(workspace.id)
         if elsewhere is None:
             await engines.supervisor.retire(workspace.id)

@@ -77,3 +77,41 @@ def test_draining_an_unknown_node_says_so_and_changes_nothing(
         assert [n.draining for n in store.nodes()] == [False]
     finally:
         store.close()
+
+
+@pytest.mark.req("run:scale-out", "run:cli")
+def test_declare_a_node_lost_list_it_and_undo(tmp_path: Path, database_url: str | None) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
+    try:
+        now = time.time()
+        store.register_node("node-a", "http://node-a.internal:8080", now=now)
+        store.register_node("node-b", "http://node-b.internal:8080", now=now)
+        store.place_on(_new_workspace(store, "ada"), "node-b", now=now, lease=LEASE)
+        # without --confirm: what it does is said, nothing changes
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b")
+        assert code == 2 and "--confirm" in err and "nothing changed" in err
+        # node-b heartbeated just now: refused unless forced
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--confirm")
+        assert code == 1 and "heartbeated" in err and "--force" in err, err
+        assert not any(n.lost for n in store.nodes())
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--confirm", "--force")
+        assert code == 0 and "declared lost" in err and "1 workspace(s)" in err and "workspace restore" in err
+        code, out, _ = _run(data_dir, database_url, "node", "list")
+        rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines()}
+        assert rows["node-b"][3:] == ["lost", "accepting", "1"] and rows["node-a"][3] == "live"
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--confirm")
+        assert code == 0 and "already declared lost; nothing changed" in err  # idempotent
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-x", "--confirm")
+        assert code == 1 and "no node named 'node-x'" in err
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--undo")
+        assert code == 2 and "--confirm" in err
+        assert [n.name for n in store.nodes() if n.lost] == ["node-b"]
+        code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--undo", "--confirm")
+        assert code == 0 and "no longer lost" in err, err
+        assert not any(n.lost for n in store.nodes())
+        kinds = [e.kind for e in store.audit_events(limit=20) if e.kind.startswith("node.")]
+        assert kinds == ["node.found", "node.lost"]
+    finally:
+        store.close()

@@ -10,7 +10,9 @@ from gateway.cluster.journal import (
     State,
     erase_copy_problem,
     finish_problem,
+    latest_touching,
     nodes_keeping_copies,
+    old_copies,
     stale_copies,
     stale_copy_problem,
 )
@@ -91,3 +93,32 @@ def test_an_account_erase_reaches_every_copy_the_moves_records_name() -> None:
     assert "not being erased" in str(erase_copy_problem(False, ON_B, "node-a"))
     assert "places this workspace here" in str(erase_copy_problem(True, ON_A, "node-a"))
     assert "under way" in str(erase_copy_problem(True, MOVING_A_TO_B, "node-b"))
+
+
+ON_C = Placement("ws_1", "node-c", 100.0)
+
+
+@pytest.mark.req("run:scale-out")
+def test_every_move_counts_an_earlier_move_s_old_copy_outlives_a_later_move() -> None:
+    # moved A -> B, killed after the switch (A keeps its old copy), then B -> C completely
+    first = _move("flipped", "node-a", "node-b", at=1)
+    second = _move("cleaned", "node-b", "node-c", at=2)
+    records = [first, second]
+    assert old_copies(records, ON_C) == [first]
+    # node-a's copy is stale: the data went on to node-c, which has served it
+    assert stale_copy_problem(records, ON_C, "node-a") is None
+    # … but not before anyone served it after the switch
+    unserved = [first, _move("flipped", "node-b", "node-c", at=2)]
+    assert "does not make this node's copy stale" in str(stale_copy_problem(unserved, ON_C, "node-a"))
+    assert old_copies(unserved, ON_C) == [unserved[1], first]  # newest first: node-c serves it first
+    # both old copies kept: A's and B's
+    both = [_move("served", "node-a", "node-b", at=1), _move("served", "node-b", "node-c", at=2)]
+    assert [r.source for r in old_copies(both, ON_C)] == ["node-b", "node-a"]
+    # a later move naming node-a governs its folder: an old copy it replaced is not listed twice
+    back = [_move("served", "node-a", "node-b", at=1), _move("called_off", "node-b", "node-a", at=2)]
+    assert old_copies(back, ON_B) == []
+    assert stale_copy_problem(back, ON_B, "node-a") is None  # the unused copy of the move called off
+    # nothing while a move is under way, nor for the node the workspace is placed on
+    assert old_copies(records, Placement("ws_1", "node-c", 100.0, moving_to="node-a", move_id="m3")) == []
+    assert old_copies([_move("served", "node-a", "node-b")], ON_A) == []
+    assert latest_touching(records, "node-a") is first and latest_touching(records, "node-d") is None

@@ -58,6 +58,7 @@ nodes_st = st.lists(
         heartbeat_at=st.floats(NOW - 60, NOW),
         draining=st.booleans(),
         workspaces=st.integers(0, 50),
+        lost=st.booleans(),
     ),
     max_size=8,
     unique_by=lambda n: n.name,
@@ -66,7 +67,9 @@ nodes_st = st.lists(
 
 @given(nodes_st)
 def test_the_chosen_node_is_eligible_and_none_eligible_holds_fewer(nodes: list[Node]) -> None:
-    eligible = [n for n in nodes if not n.draining and is_live(n, now=NOW, heartbeat_timeout=TIMEOUT)]
+    eligible = [
+        n for n in nodes if not n.draining and not n.lost and is_live(n, now=NOW, heartbeat_timeout=TIMEOUT)
+    ]
     if not eligible:
         with pytest.raises(PlacementError):
             choose_node(nodes, now=NOW, heartbeat_timeout=TIMEOUT)
@@ -98,3 +101,26 @@ def test_a_call_is_served_here_forwarded_or_refused() -> None:
     assert isinstance(where("zz"), Unavailable)  # placed on a node nobody knows
     assert isinstance(where("a", expires=NOW), Unavailable)  # its own lease ran out: not even here
     assert isinstance(where("b", here="b", expires=NOW - 1), Unavailable)
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_workspace_on_a_node_declared_lost_is_refused_everywhere_even_on_that_node() -> None:
+    lost = Node("c", "http://c.internal:8080", NOW, False, 3, lost=True)  # it even heartbeats
+    nodes = [_node("a"), lost]
+    for here in ("a", "c"):
+        refused = route(
+            Placement("ws_1", "c", NOW + 30),
+            nodes,
+            here=here,
+            now=NOW,
+            heartbeat_timeout=TIMEOUT,
+            retry_after=5,
+        )
+        assert isinstance(refused, Unavailable) and refused.lost and not refused.moving
+        assert "declared lost" in refused.reason and "almanac workspace restore" in refused.reason
+    # while it is being restored from a backup on another node: refused as moving (a short wait)
+    restoring = Placement("ws_1", "c", NOW + 30, moving_to="a", move_id="m1")
+    during = route(restoring, nodes, here="a", now=NOW, heartbeat_timeout=TIMEOUT, retry_after=5)
+    assert isinstance(during, Unavailable) and during.moving and not during.lost
+    # and it takes nothing new, however few workspaces it holds
+    assert choose_node([_node("a", workspaces=9), lost], now=NOW, heartbeat_timeout=TIMEOUT).name == "a"

@@ -99,3 +99,23 @@ def test_erasing_an_owner_forgets_the_moves_of_their_workspaces(store: ControlPl
     store.forget_owner(owner)
     assert store.moves_of(workspace) == []
     assert [m.workspace_id for m in store.moves_of(kept)] == [kept]  # nobody else's
+
+
+@pytest.mark.req("run:scale-out")
+def test_every_move_that_left_a_copy_is_listed_not_only_the_last(store: ControlPlane) -> None:
+    workspace = _placed(store, "eve")
+    store.register_node("node-c", "http://node-c:8080", now=NOW)
+    # A -> B switched, its old copy kept on node-a (the command died) …
+    first = store.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    store.finish_move(first, now=NOW + 1, lease=LEASE)
+    # … then B -> C completely: node-a's copy is still listed, node-b's is not (it was cleaned)
+    second = store.begin_move(workspace, "node-b", "node-c", now=NOW + 2, timeout=TIMEOUT)
+    store.finish_move(second, now=NOW + 3, lease=LEASE)
+    assert [m.id for m in store.moves_leaving_copies()] == [first.id, second.id]
+    store.record_move(second.id, "cleaned", now=NOW + 4)
+    assert [m.id for m in store.moves_leaving_copies()] == [first.id]
+    # a later move naming node-a (one to it, called off) governs node-a's folder from then on
+    third = store.begin_move(workspace, "node-c", "node-a", now=NOW + 5, timeout=TIMEOUT)
+    assert [m.id for m in store.moves_leaving_copies()] == []  # under way: nothing listed
+    store.abort_move(third, now=NOW + 6, reason="node-a already had a folder")
+    assert [m.id for m in store.moves_leaving_copies()] == [third.id]

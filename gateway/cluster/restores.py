@@ -1,0 +1,127 @@
+"""A node's side of restoring a lost workspace from a backup (issue 15; driven by ``almanac workspace
+restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.moves`,
+whose folder, staging folder and per-workspace lock these share), every endpoint answers only the
+cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
+otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``, and only while the control
+plane says a restore of that workspace to this node is under way (the workspace is placed on a node
+declared lost and marked as moving here; 403 otherwise):
+
+``POST …/restore/begin``      an empty staging folder (refused if this node already has a folder
+                              for the workspace);
+``PUT  …/restore/files/P``    one file of the backup, its body signed, written and fsynced into the
+                              staging folder;
+``POST …/restore/settle``     the backup's manifest (path, size, SHA-256 of every file): the staging
+                              folder must hold exactly that, file by file, or nothing is settled;
+                              then it is moved into place in one rename, and the manifest of what
+                              is now on disk is the answer.
+
+After the command flips the placement here, the move endpoint ``POST …/open`` starts the engine on
+the restored copy, as after a move.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway import logs
+from gateway.cluster import manifest
+from gateway.cluster.moves import PREFIX, MoveEndpoints, settle
+from gateway.edge.principals import off_loop
+from gateway.errors import AlreadyExists, BadRequest, Forbidden
+
+
+class RestoreEndpoints:
+    def __init__(self, moves: MoveEndpoints) -> None:
+        self.moves = moves
+        self._log = logs.get()
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(PREFIX + "/restore/begin", self.begin, methods=["POST"]),
+            Route(PREFIX + "/restore/files/{path:path}", self.file, methods=["PUT"]),
+            Route(PREFIX + "/restore/settle", self.settle, methods=["POST"]),
+        ]
+
+    async def _restoring_here(self, workspace_id: str) -> None:
+        """Raise :class:`Forbidden` unless a restore of the workspace to this node is under way."""
+        here = self.moves.link.here
+
+        def read() -> str | None:
+            placement = self.moves.journal.placement(workspace_id)
+            if placement is None or placement.moving_to != here:
+                return "no restore of this workspace to this node is under way"
+            lost = {n.name for n in self.moves.journal.nodes() if n.lost}
+            if placement.node not in lost:
+                return f"this workspace is on node {placement.node!r}, which is not declared lost"
+            return None
+
+        problem = await off_loop(read)
+        if problem is not None:
+            raise Forbidden(problem + "; nothing was written")
+
+    async def begin(self, request: Request) -> Response:
+        workspace_id, _ = await self.moves.verified(request)
+        async with self.moves.lock(workspace_id):
+            await self._restoring_here(workspace_id)
+            folder, staging = self.moves.folder(workspace_id), self.moves.staging(workspace_id)
+            if folder.exists() and any(folder.iterdir()):
+                raise AlreadyExists(
+                    f"node {self.moves.link.here!r} already has a folder for workspace {workspace_id}"
+                )
+            await anyio.to_thread.run_sync(lambda: _fresh(staging))
+        return JSONResponse({"staging": workspace_id, "node": self.moves.link.here})
+
+    async def file(self, request: Request) -> Response:
+        workspace_id, body = await self.moves.verified(request)
+        path = str(request.path_params["path"])
+        if not manifest.safe_relative(path):
+            raise BadRequest(f"{path!r} leaves the workspace's folder")
+        await self._restoring_here(workspace_id)
+        staging = self.moves.staging(workspace_id)
+        if not staging.is_dir():
+            raise BadRequest("begin the restore first (POST …/restore/begin)")
+        await anyio.to_thread.run_sync(lambda: _write(staging / path, body))
+        return JSONResponse({"stored": path, "size": len(body)})
+
+    async def settle(self, request: Request) -> Response:
+        workspace_id, body = await self.moves.verified(request)
+        try:
+            wanted = manifest.from_json(json.loads(body))
+        except ValueError as exc:
+            raise BadRequest(f"a restore is settled with the backup's manifest: {exc}") from None
+        async with self.moves.lock(workspace_id):
+            await self._restoring_here(workspace_id)
+            folder, staging = self.moves.folder(workspace_id), self.moves.staging(workspace_id)
+            if not staging.is_dir():
+                raise BadRequest("begin the restore first (POST …/restore/begin)")
+            staged = await anyio.to_thread.run_sync(manifest.manifest, staging)
+            problems = manifest.differences(wanted, staged)
+            if problems:
+                raise BadRequest("the restored copy differs from the backup: " + "; ".join(problems[:10]))
+            await anyio.to_thread.run_sync(lambda: settle(staging, folder))
+            found = await anyio.to_thread.run_sync(manifest.manifest, folder)
+        logs.event(self._log, logging.INFO, "restore.settled", workspace=workspace_id, files=len(found))
+        return JSONResponse({"manifest": manifest.to_json(found)})
+
+
+def _fresh(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+
+
+def _write(target: Path, body: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("wb") as out:
+        out.write(body)
+        out.flush()
+        os.fsync(out.fileno())
