@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.paths import locomo_path
+from engine.cores import one_blas_thread
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
 from engine.embed.local import LocalEmbedder
 from engine.index.indexer import Indexer
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-chunks", type=int, default=100_000, help="0 to skip the large workspace")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args(argv)
+    one_blas_thread()  # as the engine process does (engine.server.main)
     real = LocalEmbedder()
     sections = []
     with tempfile.TemporaryDirectory(prefix="almanac-latency-") as tmp:

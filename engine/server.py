@@ -51,6 +51,7 @@ from starlette.routing import BaseRoute, Route
 from engine import admin, maintenance
 from engine import settings as engine_settings
 from engine.ageing.lifecycle import Lifecycle
+from engine.cores import one_blas_thread
 from engine.embed import Embedder, make_embedder
 from engine.errors import BadImport, NotAWorkspace, WorkspaceLocked
 from engine.index.indexer import MAX_ITEM_BYTES, Indexer
@@ -319,6 +320,7 @@ def transfer(workspace: Workspace, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     args = parse_args(argv)
+    one_blas_thread()
     if args.exit_with_parent:
         watch_parent(parent)
     prebuilt = warm_spare() if args.await_assignment else None
