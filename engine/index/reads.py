@@ -37,6 +37,7 @@ class IndexReader:
         self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
         self._groups_touched: set[str] = set()
         self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
+        self._shares: tuple[int, dict[str, float]] = (-1, {})
 
     def touched(self, table: str, rowid: int) -> None:
         """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
@@ -130,6 +131,32 @@ class IndexReader:
                     df = max(1, seen * rows // DF_SAMPLE)
                 known[term] = TermStats(df)
         return {t: known[t] for t in terms}, rows
+
+    def subject_share(self, name: str) -> float:
+        """Of the chunks whose words mention ``name`` (any column), the share whose subject
+        (``speaker``) it is: near ½ for a person every other memory is by or about, near 0 for
+        one only ever addressed or mentioned. Counted over the newest :data:`DF_SAMPLE` rows of a
+        larger table; cached until the next write."""
+        term = name.casefold()
+        with self.lock:
+            changes = self.db.total_changes()
+            if self._shares[0] != changes:
+                self._shares = (changes, {})
+            known = self._shares[1]
+            if term not in known:
+                sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+                args: list[Any] = []
+                if self._fts_rows("chunks") > DF_SAMPLE:
+                    sql += " AND rowid >= ?"
+                    found = self.db.execute(
+                        "SELECT id FROM chunks ORDER BY id DESC LIMIT 1 OFFSET ?", (DF_SAMPLE - 1,)
+                    ).fetchall()
+                    args = [found[0][0]] if found else [0]
+                quoted = _expression([term])
+                mentions = int(self.db.execute(sql, (quoted, *args)).fetchall()[0][0])
+                subject = int(self.db.execute(sql, (f"speaker : {quoted}", *args)).fetchall()[0][0])
+                known[term] = subject / mentions if mentions else 0.0
+            return known[term]
 
     def _fts_rows(self, table: str) -> int:
         """The row count FTS5's bm25 uses (the first varint of the table's 'averages' record)."""

@@ -10,6 +10,13 @@ For each candidate chunk (found by FTS5 or by vector KNN)::
 
 Weights are :class:`Weights`; the defaults are the ones measured on LoCoMo's dev halves
 (docs/recall.md). Reciprocal-rank fusion with k = 60 measured worse and is not used.
+
+The keyword score's column weights depend on whom the query names (:func:`column_weights`): when
+it names someone who is the *subject* of a good share of the memories that mention them (the
+first name of their words, "Priya: …", "On 8 May, Priya said …"), a memory's own words are the
+better evidence and its neighbours' words (the ``context`` column) count less; when the memories
+rarely say whom they are about, the exchange around them is what ties them to the person and the
+context keeps its full weight.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ class Weights:
     group: float = 0.5
     group_vector: float = 1.5
     nudge: float = 0.02  # life:rank-floors: importance only reorders near-ties
+    subject_context: float = 0.6  # bm25 weight of ``context`` when the query names a subject
+    subject_share: float = 0.2  # … one who is the subject of ≥ this share of the rows naming them
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,17 @@ def group_scores(
     index = {k: i for i, k in enumerate(keys)}
     cos = minmax({index[k]: v for k, v in cosine.items()})
     return {k: bm25.get(k, 0.0) / top + weights.group_vector * cos.get(index[k], 0.0) for k in keys}
+
+
+def column_weights(
+    columns: Sequence[tuple[str, float]], shares: Sequence[float], weights: Weights | None = None
+) -> tuple[float, ...]:
+    """The bm25 weight of each FTS column (``columns``: name, default weight) for a query whose
+    names are each the subject of ``shares`` of the rows that mention them: with any share at
+    least ``subject_share``, the ``context`` column weighs ``subject_context``; else the defaults."""
+    weights = weights or Weights()
+    subject = any(s >= weights.subject_share for s in shares)
+    return tuple(weights.subject_context if subject and name == "context" else w for name, w in columns)
 
 
 def reason_of(candidate: Candidate) -> str:

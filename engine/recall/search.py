@@ -10,8 +10,16 @@ from typing import Any
 import numpy as np
 
 from engine.index.reads import IndexReader
-from engine.index.schema import CHUNK_WEIGHTS, ChunkRow
-from engine.recall.fusion import Candidate, Scored, Weights, best_per_memory, fuse, group_scores
+from engine.index.schema import CHUNKS, ChunkRow
+from engine.recall.fusion import (
+    Candidate,
+    Scored,
+    Weights,
+    best_per_memory,
+    column_weights,
+    fuse,
+    group_scores,
+)
 from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person
 
@@ -63,7 +71,8 @@ def rank_chunks(
     them.
     """
     weights = weights or Weights()
-    keyword, _ = db.keyword("chunks", query.terms, CHUNK_WEIGHTS, depth, budget)
+    columns = column_weights(CHUNKS.fts, [db.subject_share(n) for n in query.names], weights)
+    keyword, _ = db.keyword("chunks", query.terms, columns, depth, budget)
     g_keyword: list[tuple[int, float]] = []
     if weights.group and query.terms:
         g_keyword, _ = db.keyword("groups", query.terms, (1.0,), 200, budget, informative_only=True)

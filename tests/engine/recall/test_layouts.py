@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.embed.base import Matrix, ProviderStatus, Vector
+from engine.index.reads import IndexReader
 from engine.recall.context import Recall, RecallSettings
 from tests.engine.index.helpers import CALLER, EMBEDDER, engine
 
@@ -139,3 +141,46 @@ def test_an_answer_worded_around_the_question_in_its_neighbours_is_a_match(tmp_p
         assert tart in [h.memory for h in found.hits[:5]] and found.relevant
         stranger = words_only.search("What lemon dessert did Zoltan bake for the party?", limit=10)
         assert not stranger.relevant
+
+
+class RecordingReader:
+    """The engine's real index reader, remembering the column weights of each keyword search."""
+
+    def __init__(self, inner: IndexReader) -> None:
+        self.inner = inner
+        self.columns: list[tuple[float, ...]] = []
+
+    def keyword(self, table: str, terms: Sequence[str], weights: Sequence[float], *a: Any, **k: Any) -> Any:
+        if table == "chunks":
+            self.columns.append(tuple(weights))
+        return self.inner.keyword(table, terms, weights, *a, **k)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.req("quality:layouts")
+def test_the_neighbours_weigh_less_for_a_person_the_memories_are_about(tmp_path: Path) -> None:
+    """Where memories say whom they are about, a query naming that person weighs a memory's own
+    words over its neighbours' (context 0.6); a person only ever addressed or mentioned is tied
+    to a memory by the exchange around it, which keeps its full weight (0.75)."""
+    with engine(tmp_path) as e:
+        e.memory.remember(CALLER, "Priya: I baked a lemon tart for the party.")
+        e.memory.remember(CALLER, "Thanks, Tomás! The coffee was perfect.")
+        e.memory.remember(CALLER, "Priya: next time I will bake two.")
+        e.memory.remember(CALLER, "Glad you liked it, Tomás.")
+        e.settle()
+        reader = e.indexer.db.reader
+        assert reader.subject_share("Priya") >= 0.2  # the subject of most memories naming her
+        assert reader.subject_share("tomás") == 0.0  # only ever addressed
+        assert reader.subject_share("Zoltan") == 0.0  # never seen
+        recording = RecordingReader(reader)
+        e.recall.db = recording  # type: ignore[assignment]
+        e.recall.search("What did Priya bake?", limit=3)
+        e.recall.search("What did Tomás drink?", limit=3)
+        e.recall.search("What did anyone drink?", limit=3)
+        assert [c[1] for c in recording.columns] == [0.6, 0.75, 0.75]
+        e.memory.remember(CALLER, "Tomás: I will bring the coffee again.")  # now he is a subject too
+        e.memory.remember(CALLER, "Tomás: and some oat milk.")
+        e.settle()
+        assert reader.subject_share("Tomás") > 0.0

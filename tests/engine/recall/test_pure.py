@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from engine.index.schema import TOKENIZE, FactRow
 from engine.recall import budget as B
-from engine.recall.fusion import Candidate, Weights, fuse, group_scores
+from engine.recall.fusion import Candidate, Weights, column_weights, fuse, group_scores
 from engine.recall.lexical import lexical_score
 from engine.recall.query import parse_query, without_names
 from engine.recall.relevance import confidence, query_confidence
@@ -81,6 +81,18 @@ def test_fusion_weights_priors_and_importance_only_reorders_near_ties() -> None:
     assert sessions["g2"] > sessions["g1"]
     boosted = fuse([strong, weak], sessions, Weights(group=10.0))
     assert boosted[0].memory == "nte_weak"
+
+
+@pytest.mark.req("quality:layouts")
+def test_the_neighbours_weigh_less_when_the_query_names_someone_memories_are_about() -> None:
+    columns = (("text", 1.0), ("context", 0.75), ("dates", 2.0))
+    assert column_weights(columns, []) == (1.0, 0.75, 2.0)  # nobody named
+    assert column_weights(columns, [0.01]) == (1.0, 0.75, 2.0)  # only addressed or mentioned
+    assert column_weights(columns, [0.01, 0.5]) == (1.0, 0.6, 2.0)  # one of them is a subject
+    assert column_weights(columns, [0.2]) == (1.0, 0.6, 2.0)  # the share is inclusive
+    custom = Weights(subject_context=0.3, subject_share=0.6)
+    assert column_weights(columns, [0.5], custom) == (1.0, 0.75, 2.0)
+    assert column_weights(columns, [0.7], custom) == (1.0, 0.3, 2.0)
 
 
 @pytest.mark.req("recall:budget-order")
