@@ -226,10 +226,12 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     _, hal, hal_token = _owner_on(cluster, "hal@example.com", "node-c")
     _, ivy, ivy_token = _owner_on(cluster, "ivy@example.com", "node-c")
     jo_id, jo, jo_token = _owner_on(cluster, "jo@example.com", "node-c")
+    _, kae, kae_token = _owner_on(cluster, "kae@example.com", "node-c")
     backed_up = [f"hal logs the {w} before the backup" for w in ("bellbuoy", "fogbank", "lighthouse")]
     await _write(a, hal_token, backed_up)
     await _write(b, ivy_token, ["ivy keeps the harbour book"])
     await _write(b, jo_token, ["jo's private diary"])
+    await _write(b, kae_token, ["kae's private letters"])
     # the backup: a copy of hal's folder on node-c (the Markdown store; the index is rebuilt)
     backup = tmp_path / "backup" / hal
     shutil.copytree(
@@ -241,8 +243,11 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     assert early.returncode == 1 and "heartbeated" in early.stderr, early.stderr
     cluster.kill("node-c")  # its disk is "gone": nobody reads node-c's data directory from here on
     wait_for(lambda: time.time() - _heard_from(cluster, "node-c") > 2.5, timeout=30, what="node-c silent")
+    # kae's account erased while node-c is only down: unfinished, it waits for node-c
+    partly = await anyio.to_thread.run_sync(lambda: _erase_on(b, "kae@example.com"))
+    assert partly.status_code == 303 and partly.headers["location"] == "/login?erased=partly"
     on_c = len(cluster.rows("SELECT workspace_id FROM placements WHERE node = %s", "node-c"))
-    assert on_c >= 3  # hal's, ivy's, jo's (and any an earlier test left there)
+    assert on_c >= 4  # hal's, ivy's, jo's, kae's (and any an earlier test left there)
     declared = _almanac(b, "node", "lost", "node-c", "--confirm")
     assert declared.returncode == 0 and f"its {on_c} workspace(s)" in declared.stderr, declared.stderr
     # refused everywhere with the situation named, no Retry-After, nothing opened elsewhere
@@ -261,6 +266,12 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     assert not cluster.rows("SELECT id FROM owners WHERE email = %s", "jo@example.com")
     kinds = [str(k) for (k,) in cluster.rows("SELECT kind FROM audit_events WHERE owner_id = %s", jo_id)]
     assert "account.erase.lost_copy" in kinds and "account.erase" in kinds
+    # and kae's unfinished erase is finished by the command line, not waiting for node-c either
+    finished_erase = _almanac(b, "owner", "erase", "kae@example.com", "--finish")
+    assert finished_erase.returncode == 0 and "erased the account" in finished_erase.stderr, (
+        finished_erase.stderr
+    )
+    assert not cluster.rows("SELECT id FROM owners WHERE email = %s", "kae@example.com")
     # hal restored from the backup on node-a: checked file by file, then served
     bad = _almanac(a, "workspace", "restore", "default", "--owner", "hal@example.com", "--from",
                    str(tmp_path / "nothing-here"), "--to", "node-a")  # fmt: skip
@@ -285,10 +296,12 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     assert _lost(_call(b, ivy_token))  # not restored: still lost
     # node-c comes back with its old disk: still lost, it serves nothing of its own …
     assert files_containing(_folder(cluster, "node-c", jo), "private diary")  # on the disk all along
+    assert files_containing(_folder(cluster, "node-c", kae), "private letters")
     c = await anyio.to_thread.run_sync(cluster.start, "node-c")
     # … deletes the folder of the account erased meanwhile …
-    wait_for(lambda: not _folder(cluster, "node-c", jo).exists(), timeout=30, what="jo's folder to go")
-    assert not cluster.rows("SELECT node FROM erased_copies WHERE workspace_id = %s", jo)
+    gone = (_folder(cluster, "node-c", jo), _folder(cluster, "node-c", kae))
+    wait_for(lambda: not any(f.exists() for f in gone), timeout=30, what="the erased accounts' folders to go")
+    assert not cluster.rows("SELECT node FROM erased_copies WHERE workspace_id IN (%s, %s)", jo, kae)
     for edge in (a, b, c):
         assert _lost(_call(edge, ivy_token))
     # … and not hal, restored elsewhere since: its call through node-c is served by node-a
