@@ -35,6 +35,7 @@ from anyio.abc import Process, TaskGroup
 from gateway import logs
 from gateway.engines import policy, procs
 from gateway.engines.spare import WarmSpare
+from gateway.engines.wire import EngineTransport
 from gateway.errors import (
     EngineCapacity,
     EngineCrashLoop,
@@ -322,12 +323,11 @@ class Supervisor:
         except BaseException:
             await procs.kill(proc)
             raise
-        limits = httpx.Limits(
+        slot.transport = EngineTransport(
+            str(socket),
             max_connections=self.config.max_connections,
-            max_keepalive_connections=self.config.max_connections,
             keepalive_expiry=ENGINE_KEEPALIVE_SECONDS,
         )
-        slot.transport = httpx.AsyncHTTPTransport(uds=str(socket), limits=limits)
         slot.client = httpx.AsyncClient(
             transport=slot.transport,
             base_url="http://localhost",

@@ -17,6 +17,7 @@ import pytest
 from gateway import layout
 from gateway.engines import policy
 from gateway.engines.supervisor import ENGINE_KEEPALIVE_SECONDS, Supervisor, SupervisorConfig
+from gateway.engines.wire import EngineTransport
 from gateway.errors import EngineCapacity, EngineCrashLoop, EngineStartFailed, EngineStartTimeout
 from gateway.metrics import Metrics
 from tests.gateway.conftest import ENGINE
@@ -205,9 +206,9 @@ async def test_the_gateway_gives_up_idle_engine_connections_before_the_engine_do
         with anyio.fail_after(60):
             async with sup.lease("ws_a") as lease:
                 assert (await lease.client.get("/healthz")).status_code == 200
-                pool = lease.client._transport._pool  # type: ignore[attr-defined]
-                (connection,) = pool.connections
-                assert connection._keepalive_expiry == ENGINE_KEEPALIVE_SECONDS
+                assert isinstance(lease.transport, EngineTransport)
+                assert lease.transport.connections == 1
+                assert lease.transport.keepalive_expiry == ENGINE_KEEPALIVE_SECONDS
 
 
 async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
