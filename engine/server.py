@@ -61,6 +61,7 @@ from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
+from engine.surface.lean import Lean
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
 from engine.transfer import archive, markdown
@@ -133,6 +134,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--exit-with-parent",
         action="store_true",
         help="stop cleanly when the process that started this one exits (the gateway passes it)",
+    )
+    parser.add_argument(
+        "--sdk-replies",
+        action="store_true",
+        help="with --socket: answer every /mcp request through the MCP SDK's HTTP entry, "
+        "never the engine's lean path (slower; the same replies)",
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
@@ -219,15 +226,18 @@ SOCKET_SECURITY = TransportSecuritySettings(
 )
 
 
-def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = ()) -> Starlette:
+def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: bool = True) -> Starlette:
     """MCP at ``/mcp``, plus ``/healthz`` and the owner's ``/admin`` routes (the gateway forwards
     only ``/mcp`` from clients; it calls the others itself).
 
     Two SDK session managers serve ``/mcp``: the streaming one (sessions, SSE, notifications) and
-    one in JSON mode for requests that can receive no notification (``engine.surface.replies``)."""
+    one in JSON mode for requests that can receive no notification (``engine.surface.replies``);
+    of those, a plain one is answered through the SDK's dispatch without its HTTP entry
+    (``engine.surface.lean``) unless ``lean`` is False."""
     server = mcp._lowlevel_server
     streaming = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY)
     single = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY, json_response=True)
+    replies = Replies(streaming, single, Lean(server, SOCKET_SECURITY) if lean else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -235,7 +245,7 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = ()) -> Starle
             yield
 
     routes = [Route("/healthz", healthz, methods=["GET"]), *admin_routes]
-    return Starlette(routes=[*routes, Route("/mcp", Replies(streaming, single))], lifespan=lifespan)
+    return Starlette(routes=[*routes, Route("/mcp", replies)], lifespan=lifespan)
 
 
 class _Server(uvicorn.Server):
@@ -254,10 +264,12 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def serve_socket(mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = ()) -> None:
+def serve_socket(
+    mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = (), *, lean: bool = True
+) -> None:
     sock = _bind(path)
     config = uvicorn.Config(
-        socket_app(mcp, admin_routes),
+        socket_app(mcp, admin_routes, lean=lean),
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,
@@ -388,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                         instance_file=args.settings,
                         overrides=overrides,
                     )
-                    serve_socket(mcp, args.socket, admin.routes(parts))
+                    serve_socket(mcp, args.socket, admin.routes(parts), lean=not args.sdk_replies)
             finally:
                 ageing.stop()
         finally:

@@ -23,11 +23,15 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from engine.surface.lean import Lean
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+#: What :func:`decoded` returns for a body that is not JSON.
+NOT_JSON = object()
 #: Requests whose reply is a stream of notifications by definition.
 STREAMING_METHODS = frozenset({"subscriptions/listen"})
 
@@ -50,15 +54,20 @@ def peekable(scope: Scope, limit: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> bool:
     return length is not None and length.isdigit() and int(length) <= limit
 
 
-def answers_at_once(body: bytes) -> bool:
-    """Whether the request in ``body`` can receive no notification, so one JSON reply says it all.
+def decoded(body: bytes) -> object:
+    """The JSON in ``body`` (parsed once, for every check that reads it), or :data:`NOT_JSON`."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return NOT_JSON
+
+
+def answers_at_once(message: object) -> bool:
+    """Whether the request ``message`` (a decoded body) can receive no notification, so one JSON
+    reply says it all.
 
     Anything this cannot tell (not JSON, not one request, odd ``_meta``) is False: the streaming
     manager then answers exactly as before, errors included."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
     if not isinstance(message, dict) or "id" not in message or not isinstance(message.get("method"), str):
         return False
     if message["method"] in STREAMING_METHODS:
@@ -103,16 +112,32 @@ def replay(body: bytes, last: Message | None, receive: Receive) -> Receive:
 
 
 class Replies:
-    """The ASGI endpoint for ``/mcp``: JSON mode when nothing can stream, SSE mode otherwise."""
+    """The ASGI endpoint for ``/mcp``: JSON mode when nothing can stream, SSE mode otherwise; a
+    plain request in JSON mode is answered by ``lean`` when given (``engine.surface.lean``)."""
 
-    def __init__(self, streaming: StreamableHTTPSessionManager, single: StreamableHTTPSessionManager) -> None:
+    def __init__(
+        self,
+        streaming: StreamableHTTPSessionManager,
+        single: StreamableHTTPSessionManager,
+        lean: Lean | None = None,
+    ) -> None:
         self.streaming = streaming
         self.single = single
+        self.lean = lean
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not peekable(scope):
             await self.streaming.handle_request(scope, receive, send)
             return
         body, last = await read_body(receive)
-        manager = self.single if last is None and answers_at_once(body) else self.streaming
-        await manager.handle_request(scope, replay(body, last, receive), send)
+        again = replay(body, last, receive)
+        message = decoded(body) if last is None else NOT_JSON
+        if not answers_at_once(message):
+            await self.streaming.handle_request(scope, again, send)
+            return
+        # The JSON-mode manager's lifespan state (entered once, in its run()) is what its entry
+        # hands the handlers; the lean answer hands them the same.
+        state = self.single._lifespan_state
+        if self.lean is not None and await self.lean.answer(scope, message, state, again, send):
+            return
+        await self.single.handle_request(scope, again, send)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.surface.replies import answers_at_once, peekable, read_body, replay
+from engine.surface.replies import NOT_JSON, answers_at_once, decoded, peekable, read_body, replay
 from tests.engine.support import socket_engine
 
 PROTOCOL = "2026-07-28"
@@ -41,21 +41,24 @@ def _scope(method: str = "POST", **headers: str) -> dict[str, Any]:
 
 
 def test_only_a_request_that_can_get_no_notification_is_answered_at_once() -> None:
+    def at_once(message: Any) -> bool:
+        return answers_at_once(decoded(json.dumps(message).encode()))
+
     plain = _call("remember", {"statement": "x"})
-    assert answers_at_once(json.dumps(plain).encode())
-    assert answers_at_once(json.dumps({**plain, "params": None}).encode())
-    assert not answers_at_once(json.dumps(_call("remember", {}, progressToken="p1")).encode())
-    assert not answers_at_once(json.dumps(_call("remember", {}, progressToken=0)).encode())
+    assert at_once(plain)
+    assert at_once({**plain, "params": None})
+    assert not at_once(_call("remember", {}, progressToken="p1"))
+    assert not at_once(_call("remember", {}, progressToken=0))
     logged = _call("remember", {}, **{"io.modelcontextprotocol/logLevel": "debug"})
-    assert not answers_at_once(json.dumps(logged).encode())
+    assert not at_once(logged)
     listen = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {}}
-    assert not answers_at_once(json.dumps(listen).encode())
+    assert not at_once(listen)
     # what the streaming manager must answer itself (with its own errors): not one request, not JSON
-    assert not answers_at_once(b"{not json")
-    assert not answers_at_once(json.dumps([plain]).encode())
-    assert not answers_at_once(json.dumps({"jsonrpc": "2.0", "method": "notifications/x"}).encode())
-    assert not answers_at_once(json.dumps({**plain, "params": [1]}).encode())
-    assert not answers_at_once(json.dumps({**plain, "params": {"_meta": "odd"}}).encode())
+    assert decoded(b"{not json") is NOT_JSON and not answers_at_once(decoded(b"{not json"))
+    assert not at_once([plain])
+    assert not at_once({"jsonrpc": "2.0", "method": "notifications/x"})
+    assert not at_once({**plain, "params": [1]})
+    assert not at_once({**plain, "params": {"_meta": "odd"}})
 
 
 def test_only_a_modern_post_with_a_declared_small_body_is_read_first() -> None:

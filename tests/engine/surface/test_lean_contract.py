@@ -1,0 +1,194 @@
+"""The lean path answers exactly as the SDK's entry does (engine:surface, perf:gateway).
+
+Two real engine processes over copies of one workspace: one as it runs in production (plain
+requests answered by ``engine.surface.lean``), one with ``--sdk-replies`` (every request through the
+SDK's HTTP entry, as before the lean path). The same request bytes go to both, one after the other,
+and the replies must match: status, headers (all but ``date``), body. The only thing masked is what
+two processes cannot share: the ids and times a write mints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.server import SOCKET_SECURITY
+from engine.surface.lean import Lean, Plain
+from engine.surface.replies import NOT_JSON
+from engine.tools import Served, build_server
+from tests.engine.support import socket_engine
+
+PROTOCOL = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+    "io.modelcontextprotocol/clientInfo": {"name": "contract", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+# What a write mints: ids (a prefix and a ULID) and times; the same in length on both sides.
+_MINTED = re.compile(
+    rb"\b[a-z]{2,4}_[0-9A-HJKMNP-TV-Z]{26}\b"
+    rb"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"
+)
+
+
+def message(method: str, params: dict[str, Any] | None = None, request_id: Any = 1) -> dict[str, Any]:
+    sent: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        sent["params"] = {**params, "_meta": META}
+    return sent
+
+
+def call(tool: str, arguments: Any, request_id: Any = 1) -> dict[str, Any]:
+    return message("tools/call", {"name": tool, "arguments": arguments}, request_id)
+
+
+def headers_for(sent: Any, **extra: str) -> dict[str, str]:
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": PROTOCOL,
+    }
+    if isinstance(sent, dict) and isinstance(sent.get("method"), str):
+        headers["mcp-method"] = sent["method"]
+        name = (sent.get("params") or {}).get("name")
+        if isinstance(name, str):
+            headers["mcp-name"] = name
+    headers.update({k.replace("_", "-"): v for k, v in extra.items()})
+    return {k: v for k, v in headers.items() if v != ""}
+
+
+def body_of(sent: Any) -> bytes:
+    return sent if isinstance(sent, bytes) else json.dumps(sent, separators=(",", ":")).encode()
+
+
+# (what it checks, the body, header changes: a value of "" removes the header)
+PLAIN: list[tuple[str, Any, dict[str, str]]] = [
+    ("remember", call("remember", {"statement": "The kelp release ships Friday", "tags": ["kelp"]}), {}),
+    ("remember, already known", call("remember", {"statement": "Ada owns the fjord deploy"}), {}),
+    ("save_memory", call("save_memory", {"subject": "fjord", "predicate": "colour", "object": "teal"}), {}),
+    ("remember_note", call("remember_note", {"text": "standup: nothing blocked", "date": "2026-03-14"}), {}),
+    ("retrieve_memory", call("retrieve_memory", {"subject": "fjord"}, "req-7"), {}),
+    ("get_context", call("get_context", {"query": "who owns the fjord deploy?"}), {}),
+    ("get_context, no query", call("get_context", {}), {}),
+    ("memory_status", call("memory_status", {}), {}),
+    ("tools/list", message("tools/list", {}), {}),
+    ("tools/list, read-only connection", message("tools/list", {}), {"x_almanac_read_only": "1"}),
+    ("ping", message("ping", {}), {}),
+    ("a write on a read-only connection", call("remember", {"statement": "x"}), {"x_almanac_read_only": "1"}),
+    ("a tool error", call("retire_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"}), {}),
+    ("an unknown tool", call("forget_everything", {}), {}),
+    ("bad arguments", call("remember", {"statement": 5, "importance": "high"}), {}),
+    ("a missing argument", call("save_memory", {"subject": "fjord"}), {}),
+    ("arguments not an object", call("remember", ["x"]), {}),
+    ("an unknown method", message("resources/list", {}), {}),
+    ("no such method at all", message("almanac/nothing", {}), {}),
+    ("a loopback Origin", call("memory_status", {}), {"origin": "http://localhost:5173"}),
+    ("Host with a port", call("memory_status", {}), {"host": "127.0.0.1:8080"}),
+]
+ODD: list[tuple[str, Any, dict[str, str]]] = [
+    ("malformed JSON", b'{"jsonrpc": "2.0", "id": 1, "method": ', {"mcp_method": "tools/call"}),
+    ("a batch", [call("memory_status", {})], {"mcp_method": "tools/call"}),
+    ("a notification", {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}, {}),
+    ("wrong Accept", call("memory_status", {}), {"accept": "text/html"}),
+    ("SSE-only Accept", call("memory_status", {}), {"accept": "text/event-stream"}),
+    ("no Accept", call("memory_status", {}), {"accept": ""}),
+    ("wrong Content-Type", call("memory_status", {}), {"content_type": "text/plain"}),
+    ("a foreign Host", call("memory_status", {}), {"host": "evil.example"}),
+    ("a foreign Origin", call("memory_status", {}), {"origin": "https://evil.example"}),
+    ("Mcp-Name disagrees", call("memory_status", {}), {"mcp_name": "remember"}),
+    ("Mcp-Method disagrees", call("memory_status", {}), {"mcp_method": "tools/list"}),
+    ("no envelope", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}, {}),
+    ("an unknown version", call("memory_status", {}), {"mcp_protocol_version": "2099-01-01"}),
+    ("an Mcp-Param header", call("memory_status", {}), {"mcp_param_scope": "work"}),
+    ("a float id", call("memory_status", {}, 1.0), {}),
+    ("a null id", call("memory_status", {}, None), {}),
+    ("no jsonrpc version", {**call("memory_status", {}), "jsonrpc": "1.0"}, {}),
+]
+
+
+@contextlib.contextmanager
+def engines(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """Lean and SDK-only engines over copies of one seeded workspace."""
+    seed, seed_sock = tmp_path / "seed", tmp_path / "seed.sock"
+    off = ("--embedding-provider", "off")
+    with socket_engine(seed, seed_sock, *off), client(seed_sock) as http:
+        for sent in (
+            call("remember", {"statement": "Ada owns the fjord deploy"}),
+            call("save_memory", {"subject": "fjord", "predicate": "region", "object": "eu-north"}),
+            call("remember_note", {"text": "the fjord deploy was rolled back twice", "date": "2026-03-12"}),
+        ):
+            reply = http.post("/mcp", content=body_of(sent), headers=headers_for(sent)).json()
+            assert not reply["result"].get("isError"), reply
+    shutil.copytree(seed, tmp_path / "lean")
+    shutil.copytree(seed, tmp_path / "sdk")
+    lean_sock, sdk_sock = tmp_path / "lean.sock", tmp_path / "sdk.sock"
+    with (
+        socket_engine(tmp_path / "lean", lean_sock, *off),
+        socket_engine(tmp_path / "sdk", sdk_sock, *off, "--sdk-replies"),
+        client(lean_sock) as lean,
+        client(sdk_sock) as sdk,
+    ):
+        yield lean, sdk
+
+
+@contextlib.contextmanager
+def client(sock: Path) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://localhost", timeout=30.0
+    ) as http:
+        yield http
+
+
+def seen(response: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
+    """What the client sees, with minted ids and times masked (same lengths, so the length stays)."""
+    assert int(response.headers.get("content-length", len(response.content))) == len(response.content)
+    headers = [(k, v) for k, v in response.headers.multi_items() if k != "date"]
+    return response.status_code, headers, _MINTED.sub(lambda m: b"#" * len(m.group()), response.content)
+
+
+@pytest.mark.req("engine:surface", "perf:gateway")
+def test_the_lean_path_answers_byte_for_byte_as_the_sdk(tmp_path: Path) -> None:
+    with engines(tmp_path) as (lean, sdk):
+        for what, sent, extra in PLAIN + ODD:
+            content, headers = body_of(sent), headers_for(sent, **extra)
+            ours = lean.post("/mcp", content=content, headers=headers)
+            theirs = sdk.post("/mcp", content=content, headers=headers)
+            assert seen(ours) == seen(theirs), what
+        # the writes above happened on both sides alike: what each now holds reads the same
+        final = call("retrieve_memory", {"subject": "fjord", "include_history": True})
+        ours = lean.post("/mcp", content=body_of(final), headers=headers_for(final))
+        theirs = sdk.post("/mcp", content=body_of(final), headers=headers_for(final))
+        assert seen(ours) == seen(theirs)
+        assert ours.json()["result"]["structuredContent"]["facts"]
+
+
+@pytest.mark.anyio
+async def test_only_plain_requests_take_the_lean_path() -> None:
+    """Which of the requests above the lean path answers itself: every plain one, and the SDK's own
+    refusal of a bad Host, Origin or Content-Type (its entry's first check); none of the others."""
+    lean = Lean(build_server(Served())._lowlevel_server, SOCKET_SECURITY)
+    refused = {"wrong Content-Type", "a foreign Host", "a foreign Origin"}
+    for what, sent, extra in PLAIN + ODD:
+        headers = headers_for(sent, **{"host": "localhost", **extra})
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [
+            (k.encode(), v.encode()) for k, v in headers.items() if v
+        ]}  # fmt: skip
+        try:
+            decoded: Any = json.loads(body_of(sent))
+        except ValueError:
+            decoded = NOT_JSON
+        verdict = await lean.checked(Request(scope), decoded)
+        if what in refused:
+            assert isinstance(verdict, Response), what
+        else:
+            assert isinstance(verdict, Plain) == ((what, sent, extra) in PLAIN), what
