@@ -9,9 +9,11 @@ call from a dead one.
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, get_args
 
 import anyio
@@ -81,10 +83,23 @@ def wants_progress(ctx: Context[Any, Any]) -> bool:
     return bool(meta.get("progress_token") or meta.get("progressToken"))
 
 
+#: The threads tool work runs on (as many as anyio's default thread limit). A call hands its work
+#: over and is handed the result back: one wake-up each way, through the standard library's
+#: executor (``anyio.to_thread`` adds a capacity limiter and cancel scopes, about a quarter of the
+#: event loop's time per call on the socket).
+TOOL_THREADS = ThreadPoolExecutor(max_workers=40, thread_name_prefix="almanac-tool")
+
+
+async def off_loop(work: Callable[[], T]) -> T:
+    """``work()`` on a tool thread. Cancelling the caller does not stop it: a write runs to its end
+    (a stopping engine waits for it, ``engine.server.finish_writes``)."""
+    return await asyncio.get_running_loop().run_in_executor(TOOL_THREADS, work)
+
+
 async def with_progress(ctx: Context[Any, Any], work: Callable[[], T], interval: float) -> T:
-    """Run ``work`` on a worker thread; with a progress token, report start, heartbeats and end."""
+    """Run ``work`` on a tool thread; with a progress token, report start, heartbeats and end."""
     if not wants_progress(ctx):
-        return await anyio.to_thread.run_sync(work)
+        return await off_loop(work)
     beats = 0
     await ctx.report_progress(0, None, "working")
     async with anyio.create_task_group() as group:
@@ -98,7 +113,7 @@ async def with_progress(ctx: Context[Any, Any], work: Callable[[], T], interval:
 
         group.start_soon(heartbeat)
         try:
-            result = await anyio.to_thread.run_sync(work)
+            result = await off_loop(work)
         finally:
             group.cancel_scope.cancel()
     await ctx.report_progress(beats + 1, beats + 1, "done")
