@@ -76,7 +76,13 @@ class Lean:
     def _declares_params(self, tool: str) -> bool:
         """Whether ``tool``'s input schema declares ``Mcp-Param`` headers (which then need checking)."""
         lookup = self.server.get_tool_input_schema
-        schema = None if lookup is None else lookup(tool)
+        if lookup is None:
+            return True  # the SDK's entry would list the tools to find the schema: let it
+        try:
+            schema = lookup(tool)
+        except Exception:
+            return True  # the SDK's entry logs this and carries on: let it
+
         known = self._annotated.get(tool)
         if known is None or known[0] is not schema:
             known = (schema, schema is not None and bool(x_mcp_header_map(schema)))
