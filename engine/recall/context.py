@@ -14,6 +14,8 @@ import numpy as np
 
 from engine.ageing.archive import BANNER
 from engine.ageing.lifecycle import Lifecycle
+from engine.embed.recent import DEFAULT_SIZE as RECENT_QUERIES
+from engine.embed.recent import RecentQueries
 from engine.errors import InvalidInput
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
@@ -48,6 +50,7 @@ class RecallSettings:
     depth: int = 100
     keyword_budget: int = KEYWORD_BUDGET  # rows bm25 may score per query (engine.index.keywords)
     overlap_embedding: bool = True  # embed the query in a thread while the keyword searches run
+    recent_queries: int = RECENT_QUERIES  # query vectors kept for a repeated query (0: none)
     weights: Weights = field(default_factory=Weights)
     lexical_weight: float = LEXICAL_WEIGHT  # keyword coverage added after fusion (engine.recall.freshness)
 
@@ -75,6 +78,7 @@ class Recall:
         self.settings = settings or RecallSettings()
         self.ageing = ageing  # decay in ranking; citations and the retrieval log after get_context
         self.engine_settings = engine_settings  # what memory_status reports, with each value's origin
+        self.recent = RecentQueries(self.settings.recent_queries)  # a repeated query is embedded once
 
     # -- the pieces --------------------------------------------------------------------------------
 
@@ -107,7 +111,7 @@ class Recall:
 
     def _embed(self, text: str) -> QVec:
         try:
-            vec: np.ndarray[Any, Any] = self.indexer.embedder.embed_query(text)
+            vec: np.ndarray[Any, Any] = self.recent.vector(self.indexer.embedder, text)
             return vec
         except Exception as exc:  # a failing provider degrades recall to keywords, never breaks it
             log.warning("query embedding failed, answering by keywords: %s", exc)

@@ -113,8 +113,15 @@ def test_latency_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert latency.main([*args, "--large-chunks", "200", "--write-docs"]) == 0
     text = (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "## Gateway\nkept" in text and "get_context hybrid" in text and "remember" in text
+    assert "| met? |" in text and "through the host embedder service" in text
+    assert "20 of 20 replies identical" in text  # the fast hybrid path answers as the plain one
+    large = latency.earlier_table(text, live=False)
+    assert large is not None and "get_context keyword" in large[2]
     assert latency.main([*args, "--large-chunks", "0", "--write-docs"]) == 0
-    assert (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8").count(latency.START) == 1
+    again = (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert again.count(latency.START) == 1
+    assert latency.earlier_table(again, live=False) == (*large[:3], latency.KEPT)  # kept, said so
+    assert latency.KEPT in again
 
 
 @pytest.mark.req("perf:rebuild")
