@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ from mcp.types import CallToolResult
 from bench.gateway import workspace_of
 
 ALMANAC = str(Path(sys.executable).parent / "almanac")
+#: How long a starting gateway may take to print its banner (a loaded CI host starts several at once).
+BANNER_TIMEOUT_S = 120
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 20.0, what: str = "condition") -> None:
@@ -164,19 +166,37 @@ def start_gateway(data_dir: Path, log: Path, **settings: str) -> Gateway:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    banner = [lines.get(timeout=30)]
-    url = banner[0].split()[-1].removesuffix("/mcp")
-    while True:
+    try:
         try:
-            banner.append(lines.get(timeout=5))
+            banner = [lines.get(timeout=BANNER_TIMEOUT_S)]
         except queue.Empty:
-            break
-        if banner[-1].startswith("Stop with"):
-            break
-    shared = {"ALMANAC_DATABASE_URL": settings["database_url"]} if "database_url" in settings else {}
-    gateway = Gateway(proc, data_dir, url, reader, banner, shared)
-    wait_for(lambda: _up(url), what="the gateway to answer /healthz")
+            raise AssertionError(
+                f"almanac serve printed no banner within {BANNER_TIMEOUT_S} s; its log: {log}"
+            ) from None
+        url = banner[0].split()[-1].removesuffix("/mcp")
+        while True:
+            try:
+                banner.append(lines.get(timeout=5))
+            except queue.Empty:
+                break
+            if banner[-1].startswith("Stop with"):
+                break
+        shared = {"ALMANAC_DATABASE_URL": settings["database_url"]} if "database_url" in settings else {}
+        gateway = Gateway(proc, data_dir, url, reader, banner, shared)
+        wait_for(lambda: _up(url), what="the gateway to answer /healthz")
+    except BaseException:
+        _kill_tree(proc)  # a gateway that did not come up must not outlive the test
+        raise
     return gateway
+
+
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc`` and every process it started (engines, the warm spare, the embedder)."""
+    for pid in children(proc.pid):
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.kill()
+    proc.wait()
 
 
 def _up(url: str) -> bool:
