@@ -63,6 +63,8 @@ RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 SCOPE = "memory"
 _TOUCH_EVERY = 60.0
 _MAX_SESSIONS = 10_000
+#: Replies of known length up to this size are passed on in one piece (:func:`whole`).
+ONE_PIECE = 1024 * 1024
 
 
 def missing_token_message(header: str | None, base: str) -> str:
@@ -123,6 +125,16 @@ def via_client(client: httpx.AsyncClient) -> Upstream:
         return await client.send(request, stream=True)
 
     return send
+
+
+def whole(request: httpx.Request, upstream: httpx.Response) -> bool:
+    """A reply of known length up to :data:`ONE_PIECE` bytes (a JSON reply, not an SSE stream) is
+    read whole and passed on in one piece with its length: the client gets the head and the body
+    in two writes, not three (head, chunk, end of chunks)."""
+    if request.method == "HEAD" or upstream.status_code < 200 or upstream.status_code in (204, 304):
+        return False
+    declared = hdr.get(upstream.headers.raw, b"content-length")
+    return declared is not None and declared.isdigit() and int(declared) <= ONE_PIECE
 
 
 def refused_between_nodes(upstream: httpx.Response) -> None:
@@ -421,24 +433,25 @@ class McpProxy:
         try:
             upstream = await upstream_send(request)
         except httpx.TransportError as exc:
-            logs.event(
-                self._log,
-                logging.WARNING,
-                "engine.unreachable",
-                workspace=principal.workspace_id,
-                upstream=str(request.url),
-                error=repr(exc),
-            )
+            self._gone(principal, request, exc)
             raise unreachable() from exc
         try:
             on_response(upstream)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": upstream.status_code,
-                    "headers": response_headers(list(upstream.headers.raw)),
-                }
-            )
+            headers = response_headers(list(upstream.headers.raw))
+            start: Message = {"type": "http.response.start", "status": upstream.status_code}
+            if whole(request, upstream):
+                try:
+                    body = b"".join([chunk async for chunk in upstream.aiter_raw()])
+                except httpx.TransportError as exc:  # nothing sent yet: the engine is unreachable
+                    self._gone(principal, request, exc)
+                    raise unreachable() from exc
+                length = (b"content-length", str(len(body)).encode("ascii"))
+                start["headers"] = [(k, v) for k, v in headers if k != b"content-length"] + [length]
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
+            start["headers"] = headers
+            await send(start)
             try:
                 async for chunk in upstream.aiter_raw():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -457,6 +470,16 @@ class McpProxy:
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
+
+    def _gone(self, principal: Principal, request: httpx.Request, exc: Exception) -> None:
+        logs.event(
+            self._log,
+            logging.WARNING,
+            "engine.unreachable",
+            workspace=principal.workspace_id,
+            upstream=str(request.url),
+            error=repr(exc),
+        )
 
     @staticmethod
     def _track_session(

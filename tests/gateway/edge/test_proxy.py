@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,6 +183,29 @@ def test_an_engine_that_went_away_is_503(setup: Setup) -> None:
     r = setup.client.post("/mcp", json=BODY, headers=_auth(setup))
     assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unreachable"
     assert "retry-after" in r.headers
+
+
+class CutShort(Chunks):
+    """A body whose connection breaks after its first piece."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.chunks[0]
+        raise httpx.ReadError("the engine went away mid-reply")
+
+
+@pytest.mark.req("gw:route", "perf:gateway")
+def test_a_reply_of_known_length_goes_out_whole_with_its_length(setup: Setup) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"notes": ["fjord"] * 50}}).encode()
+    length = {"content-type": "application/json", "content-length": str(len(body))}
+    setup.engines.handler = lambda request: httpx.Response(
+        200, stream=Chunks(body[:7], body[7:]), headers=length
+    )
+    r = setup.client.post("/mcp", json=BODY, headers=_auth(setup))
+    assert r.status_code == 200 and r.content == body
+    assert r.headers["content-length"] == str(len(body)) and "transfer-encoding" not in r.headers
+    setup.engines.handler = lambda request: httpx.Response(200, stream=CutShort(body[:7]), headers=length)
+    r = setup.client.post("/mcp", json=BODY, headers=_auth(setup))
+    assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unreachable"
 
 
 @pytest.mark.req("gw:route", "engine:idle")
