@@ -100,18 +100,7 @@ def workspace_move(
     Needs the shared control plane (database_url) and the nodes' cluster_secret."""
     if sum((target is not None, status, finish)) != 1:
         raise click.UsageError("give exactly one of --to NODE, --status or --finish")
-    settings = make_settings(config_file, data_dir=data_dir)
-    if settings.database_url is None or settings.cluster_secret is None:
-        raise ConfigError(
-            "moving a workspace needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
-            "and ALMANAC_CLUSTER_SECRET as on the nodes"
-        )
-    config = MoveConfig(
-        secret=settings.cluster_secret,
-        lease=settings.placement_lease,
-        heartbeat_timeout=settings.placement_lease,
-        timeout=settings.move_timeout,
-    )
+    config = _move_config(config_file, data_dir, "moving a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
@@ -160,18 +149,7 @@ def workspace_restore(
     against the backup, and only then is the workspace switched to it and served. What the backup
     does not hold (writes after it was taken) is not recovered. Refused, changing nothing, for a
     workspace whose node is not declared lost. Needs database_url and cluster_secret."""
-    settings = make_settings(config_file, data_dir=data_dir)
-    if settings.database_url is None or settings.cluster_secret is None:
-        raise ConfigError(
-            "restoring a workspace needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
-            "and ALMANAC_CLUSTER_SECRET as on the nodes"
-        )
-    config = MoveConfig(
-        secret=settings.cluster_secret,
-        lease=settings.placement_lease,
-        heartbeat_timeout=settings.placement_lease,
-        timeout=settings.move_timeout,
-    )
+    config = _move_config(config_file, data_dir, "restoring a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
@@ -206,3 +184,19 @@ def _test_pause() -> Callable[[str], None]:
             time.sleep(0.02)
 
     return pause
+
+
+def _move_config(config_file: Path | None, data_dir: Path | None, doing: str) -> MoveConfig:
+    """What a move or a restore needs from the settings; ``doing`` names it in the refusal."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    if settings.database_url is None or settings.cluster_secret is None:
+        raise ConfigError(
+            f"{doing} needs the nodes' control plane and secret: set ALMANAC_DATABASE_URL "
+            "and ALMANAC_CLUSTER_SECRET as on the nodes"
+        )
+    return MoveConfig(
+        secret=settings.cluster_secret,
+        lease=settings.placement_lease,
+        heartbeat_timeout=settings.placement_lease,
+        timeout=settings.move_timeout,
+    )
