@@ -24,24 +24,15 @@ from typing import Protocol
 from gateway.cluster.journal import MoveRecord, nodes_keeping_copies
 from gateway.cluster.mover import NodeCalls
 from gateway.cluster.placement import Node, Placement
+from gateway.control.plane import Audits
 from gateway.errors import MoveFailed
 
 
-class _Plane(Protocol):
+class _Plane(Audits, Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
     def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None: ...
-    def audit(
-        self,
-        kind: str,
-        *,
-        owner_id: str | None = None,
-        workspace_id: str | None = None,
-        connection_id: str | None = None,
-        remote: str | None = None,
-        detail: dict[str, object] | None = None,
-    ) -> None: ...
 
 
 def erase_copies(

@@ -40,20 +40,12 @@ from gateway.cluster.mover import (
     open_on,
 )
 from gateway.cluster.placement import is_live
+from gateway.control.plane import Audits
 from gateway.errors import BadRequest, GatewayError, MoveFailed
 
 
-class _Audited(MovePlane, Protocol):
-    def audit(
-        self,
-        kind: str,
-        *,
-        owner_id: str | None = None,
-        workspace_id: str | None = None,
-        connection_id: str | None = None,
-        remote: str | None = None,
-        detail: dict[str, object] | None = None,
-    ) -> None: ...
+class _Audited(MovePlane, Audits, Protocol):
+    pass
 
 
 def backup_manifest(backup: Path) -> tuple[manifest.Entry, ...]:
