@@ -42,6 +42,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
         ├── EngineUnreachable         503 engine_unreachable
         ├── NodeUnavailable           503 node_unavailable     (its node is down, its lease ran out)
         ├── WorkspaceMoving           503 workspace_moving     (being moved to another node)
+        ├── WorkspaceRestoring        503 workspace_restoring  (being restored from a backup)
         └── WorkspaceLost             410 workspace_lost       (its node was declared lost)
 """
 
@@ -268,6 +269,12 @@ class NodeUnavailable(WorkspaceUnavailable):
 
 class WorkspaceMoving(WorkspaceUnavailable):
     code = "workspace_moving"
+
+
+class WorkspaceRestoring(WorkspaceUnavailable):
+    """Its node was declared lost and it is being restored from a backup on another node."""
+
+    code = "workspace_restoring"
 
 
 class WorkspaceLost(WorkspaceUnavailable):

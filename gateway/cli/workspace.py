@@ -133,29 +133,58 @@ def workspace_move(
 @click.option(
     "--from",
     "backup",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    type=click.Path(path_type=Path),
     help="The backup: a copy of the workspace's folder (from a volume snapshot or a sync).",
 )
-@click.option("--to", "target", required=True, help="The live node to restore the workspace on.")
+@click.option("--to", "target", default=None, help="The live node to restore the workspace on.")
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="Abandon the restore under way (its command killed or still running): the workspace is "
+    "lost again and the node it was sent to removes what it received.",
+)
 @data_dir_option
 @config_option
 @reports_errors
 def workspace_restore(
-    name: str, email: str, backup: Path, target: str, data_dir: Path | None, config_file: Path | None
+    name: str,
+    email: str,
+    backup: Path | None,
+    target: str | None,
+    abandon: bool,
+    data_dir: Path | None,
+    config_file: Path | None,
 ) -> None:
     """Restore a workspace whose node was declared lost (`almanac node lost`) from a backup of its
     folder, on another node: every file is sent to that node, checked there by size and SHA-256
     against the backup, and only then is the workspace switched to it and served. What the backup
     does not hold (writes after it was taken) is not recovered. Refused, changing nothing, for a
-    workspace whose node is not declared lost. Needs database_url and cluster_secret."""
+    workspace whose node is not declared lost. Needs database_url and cluster_secret.
+
+    While it runs the workspace answers 503 workspace_restoring. A restore whose command stops
+    half-way is called off after move_timeout (the workspace is lost again; nothing it sent is
+    served); running the same restore again redoes it, or finishes it once it was switched, and
+    --abandon calls it off at once."""
+    if abandon == (backup is not None or target is not None) or (
+        not abandon and (backup is None or target is None)
+    ):
+        raise click.UsageError("give --from BACKUP and --to NODE, or --abandon alone")
     config = _move_config(config_file, data_dir, "restoring a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        if abandon:
+            restorer.abandon(store, ws.owner_id, ws.id, config, say=say)
+            click.echo(f"abandoned the restore of workspace {ws.name!r} ({ws.id}): it is lost", err=True)
+            return
+        assert backup is not None and target is not None
         report = restorer.restore(
             store, ws.owner_id, ws.id, backup, target, config, say=say, pause=_test_pause()
         )
+    if report.files == 0:  # the same restore, run again after it switched the workspace
+        click.echo(f"workspace {ws.name!r} ({ws.id}) is restored on {report.target}", err=True)
+        return
     click.echo(
         f"restored workspace {ws.name!r} ({ws.id}) on {report.target} from {backup}: {report.files} files "
         f"checked; the copy on the lost node {report.source} is not used",
@@ -164,7 +193,7 @@ def workspace_restore(
 
 
 #: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (released, copied, flipped, served; a restore:
-#: sent), create
+#: half-sent, sent, settled, flipped), create
 #: ``FILE.reached`` and wait until FILE exists — so a test can kill the command at that seam.
 TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
 

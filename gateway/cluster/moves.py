@@ -20,7 +20,8 @@ otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
 
 Besides, with every heartbeat :meth:`MoveEndpoints.tend` looks after the moves that involve this
 node, off the event loop: it calls off the moves away from here whose deadline passed (their command
-died: the workspace is served here again), stops refusing a workspace whose move has ended, and
+died: the workspace is served here again) and the restores from a node declared lost whose deadline
+passed (the workspace is lost again), stops refusing a workspace whose move has ended, and
 removes the unused copy a move called off left here (never while a move to here is under way, and
 only what :func:`~gateway.cluster.journal.stale_copy_problem` allows), and deletes the folder of
 every workspace whose account was erased while this node was declared lost.
@@ -65,6 +66,7 @@ class _Journal(Protocol):
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
     def moves_leaving_copies(self) -> list[MoveRecord]: ...
     def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]: ...
+    def call_off_lapsed_restores(self, *, now: float) -> list[MoveRecord]: ...
     def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
     def being_erased(self, workspace_id: str) -> bool: ...
     def lost_copies_to_erase(self, node: str) -> list[str]: ...
@@ -305,6 +307,11 @@ class MoveEndpoints:
             self.link.router.unhold(move.workspace_id)  # served here again
             logs.event(
                 self._log, logging.WARNING, "move.called_off", workspace=move.workspace_id, move=move.id
+            )
+        for move in await off_loop(lambda: self.journal.call_off_lapsed_restores(now=self.clock())):
+            self.link.router.forget(move.workspace_id)  # lost again; its target discards what it got
+            logs.event(
+                self._log, logging.WARNING, "restore.called_off", workspace=move.workspace_id, move=move.id
             )
         for workspace_id in self.link.router.held:
             placement = await off_loop(self.placement, workspace_id)

@@ -73,10 +73,13 @@ class Unavailable:
     retry_after: float
     moving: bool = False  # refused because it is being moved (a short wait), not because a node is down
     lost: bool = False  # its node was declared lost: no wait brings it back, a restore from a backup does
+    restoring: bool = False  # being restored from a backup onto another node (its node was declared lost)
 
 
 #: What a call for a workspace being moved is told to wait (seconds): a move takes moments.
 MOVING_RETRY_AFTER = 1.0
+#: What a call for a workspace being restored from a backup is told to wait (seconds).
+RESTORING_RETRY_AFTER = 5.0
 
 Route = Local | Forward | Unavailable
 
@@ -110,11 +113,13 @@ def route(
     retry_after: float,
 ) -> Route:
     """Where a call for ``placement``'s workspace goes, seen from the node named ``here``."""
-    if placement.moving_to is not None:  # a move, or a restore from a lost node
+    owner = next((n for n in nodes if n.name == placement.node), None)
+    if placement.moving_to is not None and owner is not None and owner.lost:  # a restore
+        return restore_under_way(placement, owner.name, now=now)
+    if placement.moving_to is not None:
         return Unavailable(
             f"this workspace is being moved to node {placement.moving_to!r}", MOVING_RETRY_AFTER, moving=True
         )
-    owner = next((n for n in nodes if n.name == placement.node), None)
     if owner is not None and owner.lost:  # whatever its heartbeat says: even the lost node itself
         return Unavailable(
             f"its node {owner.name!r} was declared lost (its disk is gone); the operator restores the "
@@ -131,3 +136,23 @@ def route(
     if owner.name == here:
         return Local()
     return Forward(owner.name, owner.advertise_url)
+
+
+def restore_under_way(placement: Placement, lost: str, *, now: float) -> Unavailable:
+    """A workspace of lost node ``lost`` marked as being restored onto ``placement.moving_to``:
+    503 ``workspace_restoring`` while its command works; once its deadline has passed (the command
+    stopped half-way), lost again — nothing of the half-sent copy is ever served."""
+    if placement.move_deadline is not None and placement.move_deadline <= now:
+        return Unavailable(
+            f"its node {lost!r} was declared lost, and a restore of it onto node {placement.moving_to!r} "
+            "stopped half-way (nothing of it is served); the operator runs the restore again, or abandons "
+            "it (almanac workspace restore … --abandon)",
+            0.0,
+            lost=True,
+        )
+    return Unavailable(
+        f"this workspace is being restored from a backup onto node {placement.moving_to!r} (its node "
+        f"{lost!r} was declared lost); it is served once every file is checked",
+        RESTORING_RETRY_AFTER,
+        restoring=True,
+    )

@@ -49,6 +49,7 @@ from gateway.errors import (
     WorkspaceLost,
     WorkspaceMoving,
     WorkspaceNotFound,
+    WorkspaceRestoring,
     WorkspaceUnavailable,
 )
 
@@ -78,6 +79,7 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
     for cls in (
         NodeUnavailable,
         WorkspaceMoving,
+        WorkspaceRestoring,
         WorkspaceLost,
         EngineStartFailed,
         EngineStartTimeout,
@@ -136,12 +138,19 @@ def node_down(what: str, retry_after: float) -> NodeUnavailable:
     )
 
 
-def page_refusal(where: Unavailable) -> NodeUnavailable | WorkspaceMoving | WorkspaceLost:
+def page_refusal(
+    where: Unavailable,
+) -> NodeUnavailable | WorkspaceMoving | WorkspaceRestoring | WorkspaceLost:
     """What a page says when nobody can serve the workspace now (503 + Retry-After; 410 when its
     node was declared lost)."""
     if where.lost:
         return WorkspaceLost(
             f"This workspace cannot be served: {where.reason}. Nothing was changed.", retry_after=0.0
+        )
+    if where.restoring:
+        return WorkspaceRestoring(
+            f"This workspace is being restored from a backup; {_try_again(where.retry_after)}.",
+            retry_after=where.retry_after,
         )
     if where.moving:
         return WorkspaceMoving(

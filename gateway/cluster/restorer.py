@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gateway.cluster import manifest
+from gateway.cluster.journal import MoveRecord
 from gateway.cluster.mover import (
     MoveConfig,
     MovePlane,
@@ -39,7 +40,7 @@ from gateway.cluster.mover import (
     no_pause,
     open_on,
 )
-from gateway.cluster.placement import is_live
+from gateway.cluster.placement import Node, Placement, is_live
 from gateway.control.plane import Audits
 from gateway.errors import BadRequest, GatewayError, MoveFailed
 
@@ -76,6 +77,12 @@ def restore(
         raise BadRequest(
             f"workspace {workspace_id} was never placed on a node: nothing of it is lost (nothing changed)"
         )
+    target = nodes.get(target_name)
+    if target is None:
+        raise BadRequest(f"no node named {target_name!r}; the nodes are: {', '.join(sorted(nodes))}")
+    done = _restored_already(store, placement, nodes, target_name)
+    if done is not None:
+        return _finish_restored(store, done, target, config, clock=clock, say=say)
     lost = nodes.get(placement.node)
     if lost is None or not lost.lost:
         raise BadRequest(
@@ -83,9 +90,6 @@ def restore(
             "is there (`almanac workspace move` moves it; `almanac node lost` declares a node's disk gone); "
             "nothing changed"
         )
-    target = nodes.get(target_name)
-    if target is None:
-        raise BadRequest(f"no node named {target_name!r}; the nodes are: {', '.join(sorted(nodes))}")
     if target.lost or not is_live(target, now=clock(), heartbeat_timeout=config.heartbeat_timeout):
         raise BadRequest(
             f"node {target_name!r} is {'declared lost' if target.lost else 'not heard from'}; restore the "
@@ -96,15 +100,19 @@ def restore(
     link = NodeCalls(config.secret, clock)
     try:
         if placement.moving_to is not None:
-            call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
+            _call_off_lapsed_restore(store, link, placement, nodes, clock=clock, say=say)
+        _discard_earlier(store, link, workspace_id, target, clock=clock)
         move = store.begin_move(workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout)
-        note = f"restored from the backup {backup} ({len(entries)} files)"
+        note = f"{RESTORED_NOTE}{backup} ({len(entries)} files)"
+        store.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
         say(f"restoring workspace {workspace_id} on {target.name}: {len(entries)} files ({size} bytes)")
         flipped = settled = False
         try:
             with Renewer(store, move.id, config.timeout, clock):
                 link.call(target, "POST", workspace_id, "restore/begin")
-                for entry in entries:
+                for sent, entry in enumerate(entries):
+                    if sent == len(entries) // 2:
+                        pause("half-sent")
                     raw = (backup / entry.path).read_bytes()
                     link.send(
                         target,
@@ -117,6 +125,7 @@ def restore(
                 pause("sent")
                 answer = link.call(target, "POST", workspace_id, "restore/settle", manifest.to_json(entries))
                 settled = True
+                pause("settled")
                 problems = manifest.differences(entries, manifest.from_json(answer["manifest"]))
                 if problems:
                     raise MoveFailed("the restored copy differs from the backup: " + "; ".join(problems[:10]))
@@ -124,6 +133,7 @@ def restore(
                 say(f"verified {len(entries)} files by SHA-256; switching the workspace to {target.name}")
                 store.finish_move(move, now=clock(), lease=config.lease)
                 flipped = True
+                pause("flipped")
         except BaseException as exc:
             if not flipped:
                 reason = exc.message if isinstance(exc, GatewayError) else f"the command stopped ({exc!r})"
@@ -144,3 +154,129 @@ def restore(
         detail={"lost_node": lost.name, "to": target.name, "backup": str(backup), "files": len(entries)},
     )
     return MoveReport(workspace_id, lost.name, target.name, len(entries), size)
+
+
+#: What a restore's record says (``--status``) before the backup's name.
+RESTORED_NOTE = "restored from the backup "
+
+
+def _restored_already(
+    store: _Audited, placement: Placement, nodes: dict[str, Node], target: str
+) -> MoveRecord | None:
+    """The restore that already put the workspace on ``target`` (its last move: from a node declared
+    lost, switched), or None: running the same restore again finishes that one, or says it is done."""
+    if placement.node != target or placement.moving_to is not None:
+        return None
+    moves = store.moves_of(placement.workspace_id)
+    last = moves[-1] if moves else None
+    if last is None or last.target != target or last.state not in ("flipped", "served", "cleaned"):
+        return None
+    source = nodes.get(last.source)
+    if source is None or not source.lost or not last.note.startswith(RESTORED_NOTE):
+        return None
+    return last
+
+
+def _finish_restored(
+    store: _Audited,
+    done: MoveRecord,
+    target: Node,
+    config: MoveConfig,
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+) -> MoveReport:
+    """The same restore, run again once the workspace is switched: the target serves it (if the
+    command that switched it stopped before), and nothing else changes."""
+    if done.state == "flipped":
+        say(f"workspace {done.workspace_id} was switched to {target.name} by an earlier run; opening it")
+        link = NodeCalls(config.secret, clock)
+        try:
+            open_on(link, target, done.workspace_id, clock=clock)
+        finally:
+            link.close()
+        store.record_move(done.id, "served", now=clock(), note=done.note)
+    else:
+        say(f"workspace {done.workspace_id} is already restored on {target.name}; nothing changed")
+    return MoveReport(done.workspace_id, done.source, target.name, 0, 0)
+
+
+def _call_off_lapsed_restore(
+    store: _Audited,
+    link: NodeCalls,
+    placement: Placement,
+    nodes: dict[str, Node],
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+) -> None:
+    """An earlier restore is marked: refused while its command may still be at work (its deadline
+    ahead), else called off here (every live node would do so at its next heartbeat anyway)."""
+    deadline = placement.move_deadline
+    if deadline is not None and deadline > clock():
+        raise BadRequest(
+            f"another restore of workspace {placement.workspace_id} to {placement.moving_to} is under way "
+            f"(called off at the latest {max(0.0, deadline - clock()):.0f} s from now, unless its command "
+            "advances it); wait and run the restore again, or abandon that one: `almanac workspace restore "
+            "NAME --owner EMAIL --abandon` (nothing changed)"
+        )
+    call_off_lapsed(store, link, placement, nodes, clock=clock, say=say)
+
+
+def _discard_earlier(
+    store: _Audited, link: NodeCalls, workspace_id: str, target: Node, *, clock: Callable[[], float]
+) -> None:
+    """An earlier restore to ``target`` that was called off may have left what it sent there (the
+    target removes it at its next heartbeat): removed now, so this restore begins on a clean slate."""
+    moves = store.moves_of(workspace_id)
+    last = moves[-1] if moves else None
+    if last is not None and last.target == target.name and last.state == "called_off":
+        with contextlib.suppress(MoveFailed):  # refused: the restore's begin says why
+            link.call(target, "DELETE", workspace_id, "")
+            store.record_move(last.id, "discarded", now=clock(), note=last.note)
+
+
+def abandon(
+    store: _Audited,
+    owner_id: str,
+    workspace_id: str,
+    config: MoveConfig,
+    *,
+    clock: Callable[[], float] = time.time,
+    say: Callable[[str], None] = lambda line: None,
+) -> MoveRecord:
+    """Abandon the restore of ``workspace_id`` under way (its command killed, or still running —
+    its next step then finds it called off and stops): the workspace is lost again, and the target
+    removes what it received (now, or at its next heartbeat if it cannot be reached). Refused
+    (nothing changed) when no restore of it is under way."""
+    placement = store.placement(workspace_id)
+    nodes = {n.name: n for n in store.nodes()}
+    source = None if placement is None else nodes.get(placement.node)
+    if placement is None or placement.moving_to is None or source is None or not source.lost:
+        raise BadRequest(
+            f"no restore of workspace {workspace_id} is under way; nothing to abandon (nothing changed)"
+        )
+    move = None if placement.move_id is None else store.move_record(placement.move_id)
+    if move is None or not store.abort_move(move, now=clock(), reason="restore: abandoned by the operator"):
+        raise BadRequest(f"the restore of workspace {workspace_id} ended meanwhile; nothing to abandon")
+    say(f"abandoned the restore of workspace {workspace_id} to {move.target}; it is lost again")
+    target = nodes.get(move.target)
+    if target is not None:
+        link = NodeCalls(config.secret, clock)
+        try:
+            link.call(target, "DELETE", workspace_id, "")
+            store.record_move(move.id, "discarded", now=clock(), note="restore: abandoned by the operator")
+            say(f"{target.name} removed what it had received")
+        except MoveFailed as exc:
+            say(f"{exc.message}; {target.name} removes what it received at its next heartbeat")
+        finally:
+            link.close()
+    store.audit(
+        "workspace.restore.abandon",
+        owner_id=owner_id,
+        workspace_id=workspace_id,
+        detail={"lost_node": move.source, "to": move.target, "move": move.id},
+    )
+    found = store.move_record(move.id)
+    assert found is not None
+    return found

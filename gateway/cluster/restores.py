@@ -86,11 +86,12 @@ class RestoreEndpoints:
         path = str(request.path_params["path"])
         if not manifest.safe_relative(path):
             raise BadRequest(f"{path!r} leaves the workspace's folder")
-        await self._restoring_here(workspace_id)
-        staging = self.moves.staging(workspace_id)
-        if not staging.is_dir():
-            raise BadRequest("begin the restore first (POST …/restore/begin)")
-        await anyio.to_thread.run_sync(lambda: _write(staging / path, body))
+        async with self.moves.lock(workspace_id):  # never written into a copy being discarded
+            await self._restoring_here(workspace_id)
+            staging = self.moves.staging(workspace_id)
+            if not staging.is_dir():
+                raise BadRequest("begin the restore first (POST …/restore/begin)")
+            await anyio.to_thread.run_sync(lambda: _write(staging / path, body))
         return JSONResponse({"stored": path, "size": len(body)})
 
     async def settle(self, request: Request) -> Response:

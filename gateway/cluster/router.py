@@ -31,7 +31,7 @@ from gateway.cluster.placement import (
     route,
 )
 from gateway.edge.principals import off_loop
-from gateway.errors import NodeUnavailable, WorkspaceLost, WorkspaceMoving
+from gateway.errors import NodeUnavailable, WorkspaceLost, WorkspaceMoving, WorkspaceRestoring
 
 #: How long a placement and the node list are reused (seconds).
 TTL_S = 0.5
@@ -158,10 +158,14 @@ class Router:
         raise unavailable(where)
 
 
-def unavailable(where: Unavailable) -> NodeUnavailable | WorkspaceMoving | WorkspaceLost:
+def unavailable(
+    where: Unavailable,
+) -> NodeUnavailable | WorkspaceMoving | WorkspaceRestoring | WorkspaceLost:
     """The error a refused call gets."""
     if where.lost:
         return WorkspaceLost(f"this workspace cannot be served: {where.reason}", retry_after=0.0)
+    if where.restoring:
+        return WorkspaceRestoring(where.reason + "; try again in a moment", retry_after=where.retry_after)
     if where.moving:
         return WorkspaceMoving(where.reason + "; try again in a moment", retry_after=where.retry_after)
     return NodeUnavailable(

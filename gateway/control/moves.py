@@ -52,6 +52,30 @@ def _audit_move(plane: AuditedPlane, kind: str, move: MoveRecord, **detail: obje
     )
 
 
+def _call_off_lapsed(plane: AuditedPlane, move_ids: list[str], *, now: float) -> list[MoveRecord]:
+    """Call off each of these moves whose deadline has still passed (one transaction each; a move
+    advanced or flipped meanwhile is left alone)."""
+    lapsed = []
+    for move_id in move_ids:
+        with plane._db.transaction():
+            cleared = plane._db.execute(
+                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
+                "WHERE move_id = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
+                (move_id, iso(now)),
+            ).rowcount
+            move = MoveQueries.move_record(plane, move_id)
+            if cleared == 0 or move is None:
+                continue  # advanced or flipped meanwhile
+            reason = "its command stopped advancing it before its deadline"
+            plane._db.execute(
+                "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
+                (iso(now), reason, move.id),
+            )
+            _audit_move(plane, "workspace.move.call_off", move, reason=reason)
+        lapsed.append(move)
+    return lapsed
+
+
 class MoveQueries:
     def move_record(self: AuditedPlane, move_id: str) -> MoveRecord | None:
         row = self._db.execute(_MOVES + " WHERE id = ?", (move_id,)).fetchone()
@@ -186,25 +210,18 @@ class MoveQueries:
             "SELECT move_id FROM placements WHERE node = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
             (source, iso(now)),
         ).fetchall()
-        lapsed = []
-        for (move_id,) in rows:
-            with self._db.transaction():
-                cleared = self._db.execute(
-                    "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
-                    "WHERE move_id = ? AND node = ? AND move_deadline <= ?",
-                    (move_id, source, iso(now)),
-                ).rowcount
-                move = MoveQueries.move_record(self, str(move_id))
-                if cleared == 0 or move is None:
-                    continue  # advanced or flipped meanwhile
-                reason = "its command stopped advancing it before its deadline"
-                self._db.execute(
-                    "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
-                    (iso(now), reason, move.id),
-                )
-                _audit_move(self, "workspace.move.call_off", move, reason=reason)
-            lapsed.append(move)
-        return lapsed
+        return _call_off_lapsed(self, [str(r[0]) for r in rows], now=now)
+
+    def call_off_lapsed_restores(self: AuditedPlane, *, now: float) -> list[MoveRecord]:
+        """Call off every restore (a move away from a node declared lost, which never calls anything
+        off itself) whose deadline has passed: its workspace is lost again, and the restore's target
+        removes what it received (every live node asks, at each heartbeat). Returns them."""
+        rows = self._db.execute(
+            "SELECT p.move_id FROM placements p JOIN nodes n ON n.name = p.node "
+            "WHERE n.lost_at IS NOT NULL AND p.moving_to IS NOT NULL AND p.move_deadline <= ?",
+            (iso(now),),
+        ).fetchall()
+        return _call_off_lapsed(self, [str(r[0]) for r in rows], now=now)
 
     def record_move(self: AuditedPlane, move_id: str, state: State, *, now: float, note: str = "") -> None:
         """A step after the flip: the target ``served`` it, the source's copy ``cleaned`` up (audited),

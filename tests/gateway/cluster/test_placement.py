@@ -118,9 +118,16 @@ def test_a_workspace_on_a_node_declared_lost_is_refused_everywhere_even_on_that_
         )
         assert isinstance(refused, Unavailable) and refused.lost and not refused.moving
         assert "declared lost" in refused.reason and "almanac workspace restore" in refused.reason
-    # while it is being restored from a backup on another node: refused as moving (a short wait)
-    restoring = Placement("ws_1", "c", NOW + 30, moving_to="a", move_id="m1")
-    during = route(restoring, nodes, here="a", now=NOW, heartbeat_timeout=TIMEOUT, retry_after=5)
-    assert isinstance(during, Unavailable) and during.moving and not during.lost
+    # while it is being restored from a backup on another node: refused as restoring (a wait), on
+    # every node, the target included
+    restoring = Placement("ws_1", "c", NOW + 30, moving_to="a", move_id="m1", move_deadline=NOW + 1)
+    for here in ("a", "c"):
+        during = route(restoring, nodes, here=here, now=NOW, heartbeat_timeout=TIMEOUT, retry_after=5)
+        assert isinstance(during, Unavailable) and during.restoring and not during.lost
+        assert during.retry_after > 0 and "restored from a backup onto node 'a'" in during.reason
+    # its command stopped and its deadline passed (before any node called it off): lost again
+    lapsed = route(restoring, nodes, here="a", now=NOW + 1, heartbeat_timeout=TIMEOUT, retry_after=5)
+    assert isinstance(lapsed, Unavailable) and lapsed.lost and not lapsed.restoring
+    assert "stopped half-way" in lapsed.reason and "--abandon" in lapsed.reason
     # and it takes nothing new, however few workspaces it holds
     assert choose_node([_node("a", workspaces=9), lost], now=NOW, heartbeat_timeout=TIMEOUT).name == "a"

@@ -183,9 +183,9 @@ def _restore_checked_midway(
         assert proc.poll() is None, proc.communicate()
         for edge in (a, b):
             moving = _call(edge, token)
-            assert moving.status_code == 503 and moving.json()["error"]["code"] == "workspace_moving"
+            assert moving.status_code == 503 and moving.json()["error"]["code"] == "workspace_restoring"
         second = _almanac(a, *args, "--to", "node-b")
-        assert second.returncode == 1 and "another move" in second.stderr, second.stderr
+        assert second.returncode == 1 and "another restore" in second.stderr, second.stderr
         path = f"/internal/v1/workspaces/{workspace}/restore/files/notes/forged.md"
         assert httpx.put(a.url + path, content=b"forged", timeout=30).status_code == 401
         store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")

@@ -10,7 +10,7 @@ import pytest
 from gateway.cluster.copies import placed_on_lost_nodes
 from gateway.cluster.placement import PlacementError
 from gateway.control.store import ControlPlane
-from gateway.errors import BadRequest
+from gateway.errors import BadRequest, MoveCalledOff
 
 NOW = 1_900_000_000.0
 TIMEOUT, LEASE = 15.0, 30.0
@@ -126,3 +126,30 @@ def test_an_erase_does_not_wait_for_a_lost_node_and_remembers_its_copy_for_its_r
     assert store.lost_copies_to_erase("node-a") == []
     store.forget_lost_copy("node-c", workspace)
     assert store.lost_copies_to_erase("node-c") == []
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_restore_whose_command_stopped_is_called_off_after_its_deadline_and_the_workspace_is_lost_again(
+    store: ControlPlane,
+) -> None:
+    _nodes(store)
+    restoring = _placed(store, "jo", "node-c")
+    moving = _placed(store, "kim", "node-a")
+    store.mark_node_lost("node-c", now=NOW + TIMEOUT + 1, heartbeat_timeout=TIMEOUT, force=False)
+    restore = store.begin_move(restoring, "node-c", "node-a", now=NOW + 20, timeout=TIMEOUT)
+    move = store.begin_move(moving, "node-a", "node-b", now=NOW + 20, timeout=TIMEOUT)
+    assert store.call_off_lapsed_restores(now=NOW + 20 + TIMEOUT - 1) == []  # its command may be at work
+    store.advance_move(restore.id, now=NOW + 30, timeout=TIMEOUT)  # it is: the deadline moves on
+    assert store.call_off_lapsed_restores(now=NOW + 20 + TIMEOUT + 1) == []
+    (lapsed,) = store.call_off_lapsed_restores(now=NOW + 30 + TIMEOUT)
+    assert lapsed.id == restore.id
+    placement = store.placement(restoring)
+    assert placement is not None and (placement.node, placement.moving_to) == ("node-c", None)
+    assert store.move_record(restore.id).state == "called_off"  # type: ignore[union-attr]
+    # a move between live nodes is its source's to call off, never a restore's
+    assert store.placement(moving).moving_to == "node-b"  # type: ignore[union-attr]
+    assert store.move_record(move.id).state == "draining"  # type: ignore[union-attr]
+    assert store.call_off_lapsed_restores(now=NOW + 99) == []  # once
+    with pytest.raises(MoveCalledOff):
+        store.finish_move(restore, now=NOW + 99, lease=LEASE)  # a late switch changes nothing
+    assert store.placement(restoring).node == "node-c"  # type: ignore[union-attr]
