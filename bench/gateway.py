@@ -2,8 +2,12 @@
 
     python -m bench.gateway [--calls 200] [--workspaces 20] [--cold 5] [--out docs/benchmarks.md]
     python -m bench.gateway --latency-only [--calls 200]      only item 1, printed (nothing written)
-    python -m bench.gateway --engine-cpu [--calls 200]        only the engine's CPU per call over its
-                                                              socket (embedding off), printed
+    python -m bench.gateway --engine-cpu [--calls 200]        only the engine's CPU and context
+                                                              switches per call over its socket
+                                                              (embedding off), printed
+    python -m bench.gateway --gateway-cpu [--calls 200]       only the gateway process's own CPU and
+                                                              context switches per proxied call (its
+                                                              engine excluded), printed
 
 In one run, against a real ``almanac serve`` (port 0) and real engines:
 
@@ -11,7 +15,9 @@ In one run, against a real ``almanac serve`` (port 0) and real engines:
    (``Memory.remember`` / ``Recall.get_context`` in this process, no transport), straight to an
    engine's socket and through the gateway (same MCP client, 2026-07-28 protocol; all three share
    the gateway's embedder). Socket overhead = socket − in-process; gateway overhead = gateway −
-   socket (p50s of the same run);
+   socket (p50s of the same run). Then the same with the lean client (``bench/lean.py``), and
+   in-process against the engine's socket through the gateway's own engine client
+   (``gateway/engines/wire.py``, the socket's only production caller);
 2. the cold start of a sleeping workspace: the gateway is restarted over the same data, so every
    engine sleeps, and the first call of each seeded workspace is timed (client connect included);
 3. RSS of an idle engine with and without the shared embedder, and of N running workspaces.
@@ -45,7 +51,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.lean import Call, lean_client
+from bench.lean import Call, lean_client, wire_client
 from gateway import layout
 from gateway.control.store import ControlPlane
 from gateway.engines.procs import rss_bytes
@@ -216,6 +222,20 @@ def cpu_seconds(pid: int, task: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def switches(pid: int) -> dict[int, int]:
+    """Context switches so far (voluntary + involuntary) of each thread of a process, by thread id:
+    a thread blocks and is woken again once per voluntary switch (Linux ``/proc``)."""
+    found: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            lines = (task / "status").read_text(encoding="utf-8").splitlines()
+        except OSError:  # the thread ended meanwhile
+            continue
+        counts = [int(ln.split()[1]) for ln in lines if ln.split(":")[0].endswith("ctxt_switches")]
+        found[int(task.name)] = sum(counts)
+    return found
+
+
 def background_cpu() -> float:
     """CPU of this process's threads other than the main one (an in-process engine's indexer)."""
     main, total = threading.main_thread().native_id, 0.0
@@ -290,12 +310,15 @@ async def compare(
     way; read before and after each tool's timed calls, it gives CPU per call, which a busy host
     inflates far less than wall time. The one way without a counter (the in-process one) is
     counted by the main thread's CPU around each of its calls plus everything this process's other
-    threads (its indexer) used meanwhile. ``run`` names this run in what is remembered (a second
-    run writing the same statements would time the engine's duplicate check, not a write)."""
-    samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in calls_by_way}
-    used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in calls_by_way}
-    errors: dict[str, str] = {}
+    threads (its indexer) used meanwhile. A counter named after no way (the gateway process alone,
+    say) is read the same way and comes back as a :class:`Latency` with no samples. ``run`` names
+    this run in what is remembered (a second run writing the same statements would time the
+    engine's duplicate check, not a write)."""
     counters = dict(cpu or {})
+    names = [*calls_by_way, *(name for name in counters if name not in calls_by_way)]
+    samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in names}
+    used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in names}
+    errors: dict[str, str] = {}
     local = [name for name in calls_by_way if name not in counters]
     if len(local) == 1:
         counters[local[0]] = background_cpu  # plus its main-thread time, added call by call below
@@ -408,7 +431,11 @@ async def three_ways(
             engines = [pid for role, pid in engine_children(gw.proc.pid).items() if role not in SHARED]
             return cpu_seconds(gw.proc.pid) + sum(cpu_seconds(pid) for pid in engines)
 
-        counters = {"engine": lambda: cpu_seconds(direct.pid), "gateway": gateway_cpu}
+        counters = {
+            "engine": lambda: cpu_seconds(direct.pid),
+            "gateway": gateway_cpu,
+            GATEWAY_ALONE: lambda: cpu_seconds(gw.proc.pid),
+        }
         async with in_process(root / "in-process", embedder_socket) as local:
             async with (
                 client_for(gw.url + "/mcp", token=token) as through,
@@ -422,6 +449,10 @@ async def three_ways(
             ):
                 ways = {"gateway": lean_through, "engine": lean_straight, "local": local}
                 measured["lean"] = await compare(ways, calls, counters, run="lean")
+            async with wire_client(str(direct_sock)) as wire_straight:
+                ways = {"engine": wire_straight, "local": local}
+                engine_only = {"engine": counters["engine"]}
+                measured["wire"] = await compare(ways, calls, engine_only, run="wire")
         return measured
     finally:
         stop(direct)
@@ -442,9 +473,50 @@ async def run_latency(calls: int) -> dict[str, str]:
     return latency_rows(measured)
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What one process spent per call over a run of calls."""
+
+    loop_ms: float  #: CPU of its main thread (the event loop)
+    all_ms: float  #: CPU of the whole process
+    loop_switches: float  #: context switches of its main thread
+    all_switches: float  #: context switches of all its threads
+    others: tuple[float, ...]  #: each other thread's context switches (those that had any), most first
+
+
+async def spent(pid: int, call: Call, tool: str, calls: int, way: str) -> Spent:
+    """``calls`` calls of ``tool`` through ``call``, and what process ``pid`` spent on each."""
+    loop_before, all_before, switched = cpu_seconds(pid, pid), cpu_seconds(pid), switches(pid)
+    for i in range(calls):
+        error = await call(*_call_of(tool, way, i))
+        if error is not None:
+            raise RuntimeError(f"{tool} failed: {error}")
+    loop_ms = (cpu_seconds(pid, pid) - loop_before) * 1000 / calls
+    all_ms = (cpu_seconds(pid) - all_before) * 1000 / calls
+    after = switches(pid)
+    per_thread = {tid: (n - switched.get(tid, 0)) / calls for tid, n in after.items()}
+    others = sorted((n for tid, n in per_thread.items() if tid != pid and n > 0), reverse=True)
+    return Spent(loop_ms, all_ms, per_thread.get(pid, 0.0), sum(per_thread.values()), tuple(others))
+
+
+def spent_rows(what: str, name: str, found: Spent) -> dict[str, str]:
+    others = ", ".join(f"{n:.2f}" for n in found.others) or "none"
+    return {
+        f"`{name}` {what} CPU per call: event-loop thread / whole process (ms)": (
+            f"{found.loop_ms:.2f} / {found.all_ms:.2f}"
+        ),
+        f"`{name}` {what} context switches per call: event-loop thread / whole process": (
+            f"{found.loop_switches:.2f} / {found.all_switches:.2f}"
+        ),
+        f"`{name}` {what} context switches per call of each other thread that had any": others,
+    }
+
+
 async def run_engine_cpu(calls: int) -> dict[str, str]:
-    """CPU per call of one engine over its socket, embedding off (so no background work): its
-    event-loop thread (transport, SDK, dispatch) and the whole process, for each tool."""
+    """CPU and context switches per call of one engine over its socket, embedding off (so nothing
+    runs in the background but what a call wakes), called through the gateway's own engine client
+    (``bench.lean.wire_client``): its event-loop thread (transport, SDK, dispatch), the whole
+    process, and each other thread a call wakes (tool thread, indexer, ageing sweep)."""
     root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
     sock, workspace = root / "engine.sock", root / "ws"
     workspace.mkdir()
@@ -453,24 +525,33 @@ async def run_engine_cpu(calls: int) -> dict[str, str]:
     rows: dict[str, str] = {}
     try:
         wait_engine(sock)
-        async with client_for("http://localhost/mcp", uds=str(sock)) as client:
-            call = over_mcp(client)
+        async with wire_client(str(sock)) as call:
             for i in range(30):
                 await call(*_call_of("remember", "warm", i))
-            for tool in ("remember", "context"):
-                loop_before, all_before = cpu_seconds(proc.pid, proc.pid), cpu_seconds(proc.pid)
-                for i in range(calls):
-                    error = await call(*_call_of(tool, "engine", i))
-                    if error is not None:
-                        raise RuntimeError(f"{tool} failed: {error}")
-                loop_ms = (cpu_seconds(proc.pid, proc.pid) - loop_before) * 1000 / calls
-                all_ms = (cpu_seconds(proc.pid) - all_before) * 1000 / calls
-                name = "remember" if tool == "remember" else "get_context"
-                rows[f"`{name}` engine CPU per call: event-loop thread / whole process (ms)"] = (
-                    f"{loop_ms:.2f} / {all_ms:.2f}"
-                )
+            for tool, name in (("remember", "remember"), ("context", "get_context")):
+                rows |= spent_rows("engine", name, await spent(proc.pid, call, tool, calls, "engine"))
     finally:
         stop(proc)
+    return rows
+
+
+async def run_gateway_cpu(calls: int) -> dict[str, str]:
+    """The gateway process's own CPU and context switches per call it proxies (its engine, the
+    embedder and the client excluded), the lean client posting ``/mcp`` calls through it."""
+    root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
+    data_dir, log = root / "data", root / "gateway.log"
+    (token,) = seed_owners(data_dir, 1, "gateway-cpu")
+    gw = serve(data_dir, log)
+    rows: dict[str, str] = {}
+    try:
+        async with lean_client(gw.url + "/mcp", token=token) as call:
+            for i in range(30):
+                await call(*_call_of("remember", "warm", i))
+            for tool, name in (("remember", "remember"), ("context", "get_context")):
+                found = await spent(gw.proc.pid, call, tool, calls, "gateway")
+                rows |= spent_rows("gateway process alone, lean client,", name, found)
+    finally:
+        stop(gw.proc)
     return rows
 
 
@@ -605,7 +686,9 @@ class Measured:
 
 
 #: How each client's rows are named (``docs/benchmarks.md`` says what each row means).
-CLIENTS = {"mcp": "mcp client", "lean": "lean client"}
+CLIENTS = {"mcp": "mcp client", "lean": "lean client", "wire": "gateway's engine client"}
+#: The counter (and :class:`Latency` without samples) of the gateway process alone, engine excluded.
+GATEWAY_ALONE = "gateway process"
 
 
 def latency_rows(measured: dict[str, dict[str, Latency]]) -> dict[str, str]:
@@ -617,27 +700,35 @@ def latency_rows(measured: dict[str, dict[str, Latency]]) -> dict[str, str]:
 
     rows: dict[str, str] = {}
     for client, ways in measured.items():
-        via_gateway, straight, local = ways["gateway"], ways["engine"], ways["local"]
+        via_gateway, straight, local = ways.get("gateway"), ways["engine"], ways["local"]
+        alone = ways.get(GATEWAY_ALONE)
         who = CLIENTS.get(client, client)
         for name, attr in (("remember", "remember"), ("get_context", "context")):
-            gw_s, eng_s, local_s = (getattr(x, attr) for x in (via_gateway, straight, local))
-            note = ""
-            if attr == "context" and via_gateway.context_error:
-                note = f" (tool error: {via_gateway.context_error})"
+            eng_s, local_s = (getattr(x, attr) for x in (straight, local))
             rows[f"`{name}` p50 / p95 in-process, no transport, beside the {who} calls (ms)"] = pq(local_s)
             rows[f"`{name}` p50 / p95 straight to the engine socket, {who} (ms)"] = pq(eng_s)
-            rows[f"`{name}` p50 / p95 through the gateway, {who} (ms)"] = pq(gw_s) + note
+            if via_gateway is not None:
+                gw_s = getattr(via_gateway, attr)
+                note = ""
+                if attr == "context" and via_gateway.context_error:
+                    note = f" (tool error: {via_gateway.context_error})"
+                rows[f"`{name}` p50 / p95 through the gateway, {who} (ms)"] = pq(gw_s) + note
             socket_cost = statistics.median(eng_s) - statistics.median(local_s)
             rows[f"`{name}` engine socket overhead at p50, {who} (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
-            overhead = statistics.median(gw_s) - statistics.median(eng_s)
-            rows[f"`{name}` gateway overhead at p50, {who} (ms; target ≤ 3)"] = f"{overhead:.2f}"
-            cpus = [getattr(x, attr + "_cpu") for x in (local, straight, via_gateway)]
+            if via_gateway is not None:
+                overhead = statistics.median(getattr(via_gateway, attr)) - statistics.median(eng_s)
+                rows[f"`{name}` gateway overhead at p50, {who} (ms; target ≤ 3)"] = f"{overhead:.2f}"
+            ways_cpu = [local, straight] if via_gateway is None else [local, straight, via_gateway]
+            cpus = [getattr(x, attr + "_cpu") for x in ways_cpu]
             if all(c is not None for c in cpus):
-                label = (
-                    f"`{name}` CPU per call, {who}: in-process / engine over its socket / "
-                    "gateway + its engine (ms)"
-                )
+                served = "" if via_gateway is None else " / gateway + its engine"
+                label = f"`{name}` CPU per call, {who}: in-process / engine over its socket{served} (ms)"
                 rows[label] = " / ".join(f"{c:.2f}" for c in cpus)
+            own = getattr(alone, attr + "_cpu") if alone is not None else None
+            if own is not None:
+                rows[f"`{name}` the gateway process's own CPU per call, {who}, its engine excluded (ms)"] = (
+                    f"{own:.2f}"
+                )
     return rows
 
 
@@ -699,10 +790,14 @@ def table(rows: dict[str, str], calls: int) -> str:
         "rows call through the `mcp` package's client, as an agent does: they include its own cost "
         "(pydantic models, a `jsonschema` check of each result against the tool's output schema). The "
         "*lean client* rows post the same `tools/call` bytes and MCP headers with plain httpx and read "
-        "only `isError` (`bench/lean.py`): they show what the transports themselves add. Socket "
+        "only `isError` (`bench/lean.py`): they show what the transports themselves add. The "
+        "*gateway's engine client* rows (a third run, engine socket only) send those bytes the way "
+        "the socket's only production caller does: through the gateway's own engine transport "
+        "(`gateway/engines/wire.py`), as its `/mcp` proxy hands it each request. Socket "
         "overhead = socket p50 − in-process p50; gateway overhead = gateway p50 − socket p50, both "
         "within one run. CPU per call counts the serving processes only (the engine; the gateway and "
-        "its engine; for in-process, the bench's own threads), never the client.",
+        "its engine; for in-process, the bench's own threads), never the client; the gateway "
+        "process's own row counts the gateway alone, its engine and embedder excluded.",
         "",
         "| metric | value | met? |",
         "|---|---|---|",
@@ -749,11 +844,28 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-only", action="store_true", help="only the three-way latency rows, printed (not written)"
     )
     parser.add_argument(
-        "--engine-cpu", action="store_true", help="only one engine's CPU per call over its socket, printed"
+        "--write-docs",
+        action="store_true",
+        help="write the table into --out (the default for a full run; --no-write prints only)",
+    )
+    parser.add_argument(
+        "--engine-cpu",
+        action="store_true",
+        help="only one engine's CPU and context switches per call over its socket, printed",
+    )
+    parser.add_argument(
+        "--gateway-cpu",
+        action="store_true",
+        help="only the gateway process's own CPU and context switches per proxied call, printed",
     )
     args = parser.parse_args(argv)
+    if args.write_docs and args.no_write:
+        parser.error("--write-docs and --no-write contradict each other")
     if args.engine_cpu:
         print(table(anyio.run(run_engine_cpu, args.calls), args.calls))
+        return 0
+    if args.gateway_cpu:
+        print(table(anyio.run(run_gateway_cpu, args.calls), args.calls))
         return 0
     if args.latency_only:
         print(table(anyio.run(run_latency, args.calls), args.calls))

@@ -6,6 +6,10 @@ schema); timed through it, a transport's overhead includes the client's. This cl
 same ``tools/call`` request — the same JSON-RPC body, byte for byte (``tests/bench/test_lean.py``
 compares them), and the same MCP headers, stateless 2026-07-28 protocol as
 ``gateway/engines/calls.py`` speaks — and only reads the reply's ``isError``.
+
+:func:`wire_client` sends the same bytes straight to an engine's socket the way the engine's only
+production caller does: through the gateway's own engine client (``gateway/engines/wire.py``, the
+transport the ``/mcp`` proxy hands each request to), with no ``httpx.AsyncClient`` around it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import httpx
 
 from gateway.engines.calls import PROTOCOL, reply_of
+from gateway.engines.wire import EngineTransport
 
 #: The ``_meta`` the ``mcp`` client (2.3, default client info) puts on every request.
 META = {
@@ -85,3 +90,27 @@ async def lean_client(url: str, *, token: str | None = None, uds: str | None = N
             return error_of(await http.post(url, content=body, headers=tools_call_headers(tool, token)))
 
         yield call
+
+
+@asynccontextmanager
+async def wire_client(uds: str, url: str = "http://localhost/mcp") -> AsyncIterator[Call]:
+    """Calls to the engine on the Unix socket ``uds`` through the gateway's engine transport, one
+    keep-alive connection, as the gateway's proxy sends them (a built request handed to
+    ``EngineTransport.handle_async_request``, the reply read whole)."""
+    transport = EngineTransport(uds, max_connections=1, keepalive_expiry=30.0)
+    ids = itertools.count(1)
+    try:
+
+        async def call(tool: str, arguments: dict[str, Any]) -> str | None:
+            body = tools_call_body(next(ids), tool, arguments)
+            request = httpx.Request("POST", url, headers=tools_call_headers(tool, None), content=body)
+            response = await transport.handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            return error_of(response)
+
+        yield call
+    finally:
+        await transport.aclose()

@@ -237,11 +237,12 @@ def test_saves_within_a_minute_of_a_sweep_add_none_and_a_save_after_it_sweeps(tm
         e.memory.remember(CALLER, "a save a year later: the sweep runs")
         e.swept()
         assert e.ws.notes[faded].state is State.ARCHIVED
-        swept = e.ageing.sweeper.sweeps
+        swept, woken = e.ageing.sweeper.sweeps, e.ageing.sweeper.wakeups
         for i in range(20):  # a burst of saves: each one would otherwise walk every note again
             e.memory.remember(CALLER, f"burst note {i}")
             e.swept()
         assert e.ageing.sweeper.sweeps == swept  # within a minute of the last sweep: none more
+        assert e.ageing.sweeper.wakeups == woken  # and the sweep's thread was not even woken
         clock.set(day(365) + timedelta(seconds=61))
         e.memory.remember(CALLER, "a save a minute later")
         e.swept()
