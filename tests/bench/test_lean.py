@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.gateway import stop, wait_engine
-from bench.lean import lean_client, tools_call_body, tools_call_headers
+from bench.lean import lean_client, tools_call_body, tools_call_headers, wire_client
 
 #: The headers that make a request MCP (the transport's own, such as user-agent, may differ).
 MCP_HEADERS = ("accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name")
@@ -75,5 +75,21 @@ def test_the_lean_client_tells_a_result_from_a_refusal(engine_socket: str) -> No
 
     stored, unknown, refused = anyio.run(main)
     assert stored is None
+    assert unknown is not None and "no_such_tool" in unknown
+    assert refused is not None
+
+
+@pytest.mark.req("perf:gateway")
+def test_the_wire_client_calls_the_engine_through_the_gateways_engine_transport(engine_socket: str) -> None:
+    async def main() -> tuple[str | None, str | None, str | None, str | None]:
+        async with wire_client(engine_socket) as call:
+            stored = await call("remember", {"statement": "the fjord deploy is blue"})
+            found = await call("get_context", {"query": "fjord deploy"})
+            unknown = await call("no_such_tool", {})
+            refused = await call("remember", {})
+            return stored, found, unknown, refused
+
+    stored, found, unknown, refused = anyio.run(main)
+    assert stored is None and found is None
     assert unknown is not None and "no_such_tool" in unknown
     assert refused is not None

@@ -47,6 +47,10 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
         for row in ("straight to the engine socket", "through the gateway", "engine socket overhead at p50",
                     "gateway overhead at p50"):  # fmt: skip
             assert f"{row}, {client}" in text, (row, client)
+        assert f"the gateway process's own CPU per call, {client}, its engine excluded" in text, client
+    for row in ("straight to the engine socket", "engine socket overhead at p50"):
+        assert f"{row}, gateway's engine client" in text, row
+    assert "through the gateway, gateway's engine client" not in text  # that client speaks to sockets
     assert HEADING in capsys.readouterr().out
 
 
@@ -59,6 +63,24 @@ def test_the_engine_cpu_mode_prints_cpu_per_call(capsys: pytest.CaptureFixture[s
         row = next(line for line in out.splitlines() if line.startswith(f"| `{tool}` engine CPU per call"))
         loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
         assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
+        switched = next(ln for ln in out.splitlines() if ln.startswith(f"| `{tool}` engine context switches"))
+        loop_switches, all_switches = (float(v) for v in switched.split("|")[2].split("/"))
+        assert 0 < loop_switches <= all_switches  # each call wakes the engine's loop at least once
+
+
+@pytest.mark.slow
+@pytest.mark.req("perf:gateway")
+def test_the_gateway_cpu_mode_prints_the_gateway_process_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--gateway-cpu", "--calls", "3"]) == 0
+    out = capsys.readouterr().out
+    for tool in ("remember", "get_context"):
+        row = next(line for line in out.splitlines() if line.startswith(f"| `{tool}` gateway process alone"))
+        loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
+        assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
+        switched = next(ln for ln in out.splitlines() if ln.startswith(f"| `{tool}` gateway process alone, "
+                        "lean client, context switches per call: event-loop"))  # fmt: skip
+        loop_switches, all_switches = (float(v) for v in switched.split("|")[2].split("/"))
+        assert 0 < loop_switches <= all_switches  # a proxied call wakes the gateway's loop at least once
 
 
 def test_met_compares_a_rows_first_figure_with_the_target_in_its_label() -> None:
