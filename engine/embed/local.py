@@ -119,7 +119,10 @@ class MiniLM:
         consecutive texts of at most :data:`FORWARD_TOKENS` padded tokens (:func:`forward_groups`)."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts))
+        if len(texts) == 1:  # a query: the batch call's thread pool hop costs more than the work
+            encodings = [self._tokenizer.encode(texts[0])]
+        else:
+            encodings = self._tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         lengths = mask.sum(axis=1)

@@ -36,17 +36,25 @@ class RecentQueries:
     def __len__(self) -> int:
         return len(self._vectors)
 
-    def vector(self, embedder: Embedder, text: str) -> Vector:
-        """``embedder.embed_query(text)``, or the vector it gave for the same model and text lately.
-
-        An embedding that fails is not remembered (its error reaches the caller)."""
-        key = (embedder.model_id, text)
+    def get(self, model_id: str, text: str) -> Vector | None:
+        """The vector kept for ``text`` under ``model_id`` (counted as a hit), or None (not counted:
+        :meth:`vector` counts the miss when it embeds)."""
+        key = (model_id, text)
         with self._lock:
             found = self._vectors.get(key)
             if found is not None:
                 self._vectors.move_to_end(key)
                 self.hits += 1
-                return found
+            return found
+
+    def vector(self, embedder: Embedder, text: str) -> Vector:
+        """``embedder.embed_query(text)``, or the vector it gave for the same model and text lately.
+
+        An embedding that fails is not remembered (its error reaches the caller)."""
+        found = self.get(embedder.model_id, text)
+        if found is not None:
+            return found
+        with self._lock:
             self.misses += 1
         vector = np.array(embedder.embed_query(text), dtype=np.float32)  # a copy of its own
         if self.size == 0:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 MAX_ITEM_CHARS = 1000
@@ -75,6 +76,7 @@ class Plan:
     tokens: int
 
 
+@lru_cache(maxsize=4096)  # pack() prices the same ids over and over while it trims
 def _id_cost(memory_id: str) -> int:
     return estimate_tokens(json.dumps(memory_id)) + 1
 

@@ -94,7 +94,7 @@ class Recall:
             return False
         return bool(self.db.any_embedded())  # nothing embedded yet: keyword mode until it is
 
-    def dense_text(self, query: Query) -> str:
+    def dense_text(self, query: Query, known: set[str] | None = None) -> str:
         """What the query vector embeds: the query without the names this workspace knows.
 
         A name says whom a question is about, and whether a memory repeats it depends only on how
@@ -102,7 +102,7 @@ class Recall:
         keyword search and the person prior match it, the vector matches the rest of the question
         (docs/recall.md). A name the workspace has never seen stays: nothing here matches it anyway.
         """
-        return without_names(query.text, self._known_names(query))
+        return without_names(query.text, self._known_names(query) if known is None else known)
 
     def query_vector(self, text: str) -> QVec:
         """The vector a search for ``text`` embeds (None when recall answers by keywords)."""
@@ -117,12 +117,16 @@ class Recall:
             log.warning("query embedding failed, answering by keywords: %s", exc)
             return None
 
-    def _start_embedding(self, query: Query) -> Callable[[], QVec]:
+    def _start_embedding(self, query: Query, known: set[str] | None = None) -> Callable[[], QVec]:
         """The query vector, computed in a worker thread while the caller runs the keyword searches
-        (SQLite and the ONNX model both release the GIL); call the result to wait for it."""
+        (SQLite and the ONNX model both release the GIL); call the result to wait for it. A vector
+        among the recent queries' is handed back at once (no hop to the worker thread)."""
         if not self._wants_vector(query):
             return lambda: None
-        text = self.dense_text(query)
+        text = self.dense_text(query, known)
+        kept = self.recent.get(self.indexer.embedder.model_id, text)
+        if kept is not None:
+            return lambda: kept
         if not self.settings.overlap_embedding:
             vec = self._embed(text)
             return lambda: vec
@@ -145,7 +149,8 @@ class Recall:
         qvec: QVec | Callable[[], QVec] = None,
     ) -> Searched:
         """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
-        return self._search(parse_query(text), scope, include_archived, limit, qvec)
+        query = parse_query(text)
+        return self._search(query, scope, include_archived, limit, qvec, self._known_names(query))
 
     def _search(
         self,
@@ -154,10 +159,12 @@ class Recall:
         include_archived: bool,
         limit: int | None,
         qvec: QVec | Callable[[], QVec],
+        known: set[str],
     ) -> Searched:
+        """``known``: the names of ``query`` this workspace knows (:meth:`_known_names`)."""
         if query.empty:
             return Searched((), "facts", False, 0.0)
-        vector = qvec if qvec is not None else self._start_embedding(query)
+        vector = qvec if qvec is not None else self._start_embedding(query, known)
 
         def visible(state: str, item_scope: str | None) -> bool:
             return shown(state, item_scope, scope, include_archived)
@@ -179,7 +186,7 @@ class Recall:
             retrieval = "hybrid" if ranked.keyword else "semantic"
         else:
             retrieval = "keyword" if ranked.keyword else "facts"
-        known = self._known_names(query)  # whom the query is about: covered by every memory
+        # ``known``: whom the query is about, covered by every memory
         best = [
             confidence(_coverage(query.terms, h, known) if known else h.lexical, h.cosine)
             for h in ranked.hits[:5]
@@ -248,8 +255,9 @@ class Recall:
             )
         archived = settings.include_archived if include_archived is None else include_archived
         parsed = parse_query(query)
-        qvec = self._start_embedding(parsed)
-        searched = self._search(parsed, scope, archived, None, qvec)
+        known = self._known_names(parsed)
+        qvec = self._start_embedding(parsed, known)
+        searched = self._search(parsed, scope, archived, None, qvec, known)
         facts = self.facts(parsed, qvec(), scope)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)

@@ -43,18 +43,26 @@ def lexical_score(
     terms in ``given`` count as found in the body whether they are there or not."""
     if not query_terms:
         return 0.0
-    body_words = words_of(body)
-    distinct = set(body_words)
-    in_body = stems(distinct) | stems(given)
+    distinct, body_stems = _read(body)
+    in_body = body_stems | stems(given) if given else body_stems
     in_tags = stems(w for tag in tags if tag for w in words_of(tag))
     covered = 0.0
     for term in query_terms:
         s = stem(term)
         covered += TAG_WEIGHT if s in in_tags else BODY_WEIGHT if s in in_body else 0.0
     score = covered / len(query_terms)
-    if len(query_terms) >= 2 and distinct.issuperset(query_terms) and _contains_run(body_words, query_terms):
+    verbatim = len(query_terms) >= 2 and distinct.issuperset(query_terms)
+    if verbatim and _contains_run(words_of(body), query_terms):
         score += VERBATIM_BONUS
     return score
+
+
+@lru_cache(maxsize=512)
+def _read(body: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``body``'s distinct words and their stems, kept for the last bodies read: the best
+    memories of one query are often among the next one's."""
+    distinct = frozenset(words_of(body))
+    return distinct, frozenset(stems(distinct))
 
 
 def _contains_run(words: list[str], terms: tuple[str, ...]) -> bool:

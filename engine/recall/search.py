@@ -97,6 +97,7 @@ def rank_chunks(
             g_cos = {k: float(np.dot(v, vector)) for k, (_, v) in groups.items() if v is not None}
         group_score = group_scores(g_bm25, g_cos, weights)
     near = {r for r, _ in nearest}
+    named = _names_person_memo(query)
     candidates = [
         Candidate(
             key=k,
@@ -105,8 +106,7 @@ def rank_chunks(
             bm25=bm25.get(k),
             cosine=cosine.get(k),
             knn=k in near,
-            person=bool(row.speaker and names_person(query, row.speaker))
-            or bool(row.source and names_person(query, row.source)),
+            person=bool(row.speaker and named(row.speaker)) or bool(row.source and named(row.source)),
             importance=row.importance,
             created=row.created,
         )
@@ -114,6 +114,20 @@ def rank_chunks(
     ]
     ranked = best_per_memory(fuse(candidates, group_score, weights))[:limit]
     return Ranked(tuple(_hit(rows[s.key], s, query) for s in ranked), bool(query.terms), vector is not None)
+
+
+def _names_person_memo(query: Query) -> Callable[[str], bool]:
+    """:func:`names_person` for ``query``, worked out once per distinct person (a few speakers and
+    sources recur over a search's ≈ 200 candidates)."""
+    seen: dict[str, bool] = {}
+
+    def named(person: str) -> bool:
+        found = seen.get(person)
+        if found is None:
+            found = seen[person] = names_person(query, person)
+        return found
+
+    return named
 
 
 def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:

@@ -242,3 +242,15 @@ def test_capped_passes_give_the_vectors_of_one_at_a_time(embedder: LocalEmbedder
     together = embedder.model().encode(texts)  # several capped passes
     alone = np.stack([embedder.model().encode([t])[0] for t in texts])
     assert np.allclose(together, alone, atol=1e-5)
+
+
+@pytest.mark.req("embed:local")
+def test_one_text_is_tokenized_as_in_a_batch(embedder: LocalEmbedder) -> None:
+    """A single text (a query) skips the batch tokenizer's thread pool: same tokens, same vector."""
+    texts = ["when do we deploy?", "", "Zürich office 🚀", "naïve café", "word " * 400]
+    tokenizer = embedder.model()._tokenizer
+    for text in texts:
+        alone, (batched,) = tokenizer.encode(text), tokenizer.encode_batch([text])
+        assert (alone.ids, alone.attention_mask) == (batched.ids, batched.attention_mask)
+        assert len(alone.ids) <= local.MAX_LENGTH
+        assert np.array_equal(embedder.model().encode([text])[0], embedder.embed_query(text))

@@ -109,3 +109,13 @@ def test_size_zero_keeps_nothing() -> None:
     assert embedder.queries == ["deploy plan", "deploy plan"] and len(recent) == 0
     with pytest.raises(ValueError, match="size"):
         RecentQueries(-1)
+
+
+def test_get_answers_from_what_is_kept_and_never_embeds() -> None:
+    embedder, recent = Counting(), RecentQueries(4)
+    assert recent.get("m1", "frontend?") is None
+    assert (recent.hits, recent.misses) == (0, 0)
+    kept = recent.vector(embedder, "frontend?")
+    found = recent.get("m1", "frontend?")
+    assert found is kept and recent.get("m2", "frontend?") is None
+    assert embedder.queries == ["frontend?"] and (recent.hits, recent.misses) == (1, 1)

@@ -1,17 +1,25 @@
 """The hybrid path's speed-ups change no answer (``perf:context-small``, issue 11).
 
 ``get_context`` embeds the query in a worker thread while the keyword searches run, and keeps the
-last query vectors (engine/embed/recent.py). Over a real workspace and the real model, its replies
-are the same, item for item and score for score, as those of the plain path (embedding first, in
-the caller's thread, nothing kept), and a repeated query reaches the model once.
+last query vectors (engine/embed/recent.py); a kept vector is used at once, with no hop to the
+worker thread. Keyword coverage keeps the words of the last bodies it read and the packer the
+price of the ids it priced (engine/recall/lexical.py, budget.py). Over a real workspace and the
+real model, its replies are the same, item for item and score for score, as those of the plain
+path (embedding first, in the caller's thread, nothing kept), a repeated query reaches the model
+once, and warm caches answer as cold ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector
+from engine.recall import budget, context, lexical
 from engine.recall.context import Recall, RecallSettings
 from tests.engine.index.helpers import CALLER, EMBEDDER, engine
 
@@ -86,3 +94,55 @@ def test_the_fast_hybrid_path_answers_exactly_as_the_plain_one(tmp_path: Path) -
         assert any(r["retrieval"] == "hybrid" and r["notes"] for r in reference)
         assert first == reference
         assert again == reference
+
+
+class CountingPool:
+    """The worker pool, counting what is handed to it."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        self.submitted += 1
+        return self.pool.submit(fn, *args)
+
+
+def test_a_kept_query_vector_skips_the_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = CountingQueries()
+    pool = CountingPool(context._pool())
+    monkeypatch.setattr(context, "_pool", lambda: pool)
+    with engine(tmp_path / "ws", counting) as e:
+        for text in NOTES:
+            e.memory.remember(CALLER, text)
+        e.settle()
+        fast = Recall(e.indexer)
+        first = [fast.get_context(CALLER, q) for q in QUERIES]
+        assert pool.submitted == len(QUERIES)  # each new query embedded in the worker thread
+        again = [fast.get_context(CALLER, q) for q in QUERIES]
+        assert pool.submitted == len(QUERIES), "a kept vector went through the worker thread"
+        assert again == first and len(counting.queries) == len(QUERIES)
+
+
+def test_warm_caches_answer_as_cold_ones(tmp_path: Path) -> None:
+    def cold(recall: Recall, query: str) -> dict[str, Any]:
+        lexical._read.cache_clear()
+        budget._id_cost.cache_clear()
+        return recall.get_context(CALLER, query, max_tokens=300)
+
+    with engine(tmp_path / "ws", EMBEDDER) as e:
+        for text in NOTES:
+            e.memory.remember(CALLER, text)
+        e.settle()
+        plain = Recall(e.indexer, RecallSettings(overlap_embedding=False, recent_queries=0))
+        reference = [cold(plain, q) for q in QUERIES]
+        warm = [plain.get_context(CALLER, q, max_tokens=300) for q in QUERIES * 2]
+        assert warm == reference * 2
+        assert any(r["dropped"]["count"] for r in reference)  # the packer trimmed (priced ids)
+        assert lexical._read.cache_info().hits > 0 and budget._id_cost.cache_info().hits > 0
+
+        e.memory.remember(CALLER, "Mira: the garden beds need compost and lime before the tomatoes.")
+        e.settle()
+        after = [plain.get_context(CALLER, q, max_tokens=300) for q in QUERIES]
+        assert after == [cold(plain, q) for q in QUERIES]
+        assert after != reference  # the new memory is found: nothing stale was kept
