@@ -226,20 +226,24 @@ class IndexDB:
     # -- background work -------------------------------------------------------------------------
 
     def texts(self) -> set[str]:
-        """Every text the index embeds (or will), chunks and facts alike."""
+        """Every text the index embeds (or will), chunks and facts alike: read with their context
+        and alone."""
         with self.lock:
             return {
                 str(t)
                 for table in ("chunks", "facts")
-                for (t,) in self.db.execute(f"SELECT {_EMBED_TEXT[table]} FROM {table}")
+                for row in self.db.execute(f"SELECT {_EMBED_TEXT[table]}, {_OWN_TEXT[table]} FROM {table}")
+                for t in row
             }
 
-    def pending(self, table: str, limit: int) -> list[tuple[int, str]]:
-        """Rows of ``chunks`` or ``facts`` still waiting for a vector: ``(rowid, text to embed)``."""
-        text = _EMBED_TEXT[table]
+    def pending(self, table: str, limit: int) -> list[tuple[int, str, str]]:
+        """Rows of ``chunks`` or ``facts`` still waiting for a vector: ``(rowid, text read with its
+        context, own text)`` — the two texts whose vectors make the row's
+        (:func:`~engine.index.vectors.contextual_vector`); a fact's are the same."""
+        text, own = _EMBED_TEXT[table], _OWN_TEXT[table]
         with self.lock:
-            sql = f"SELECT id, {text} FROM {table} WHERE pending = 1 ORDER BY id LIMIT ?"
-            return [(int(r), str(t)) for r, t in self.db.execute(sql, (limit,))]
+            sql = f"SELECT id, {text}, {own} FROM {table} WHERE pending = 1 ORDER BY id LIMIT ?"
+            return [(int(r), str(t), str(o)) for r, t, o in self.db.execute(sql, (limit,))]
 
     def put_vectors(self, table: str, rows: Sequence[tuple[int, str, np.ndarray[Any, Any]]]) -> int:
         """Store vectors for rows still holding the text they were computed from; returns how many."""
@@ -300,6 +304,7 @@ _EMBED_TEXT = {
     "chunks": "embed_text",
     "facts": "subject || ' ' || predicate || ': ' || object || '. ' || statement",
 }
+_OWN_TEXT = {"chunks": "text", "facts": _EMBED_TEXT["facts"]}
 
 
 def row_values(doc: ChunkDoc | FactDoc) -> tuple[Any, ...]:

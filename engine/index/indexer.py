@@ -36,6 +36,7 @@ from engine.embed.base import Embedder, ProviderStatus, Vector
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
 from engine.index import docs as D
 from engine.index.db import IndexDB
+from engine.index.vectors import contextual_vector
 from engine.store import ids
 from engine.store.model import State
 from engine.store.workspace import Workspace
@@ -500,13 +501,14 @@ class Indexer:
         rows = self.db.pending(table, _BATCH)
         if not rows:
             return 0
-        texts = [t for _, t in rows]
+        texts = list(dict.fromkeys(t for _, read, own in rows for t in (read, own)))
         if self.cache is not None:
             store = functools.partial(self._cache_vectors, since)
             vectors = embed_documents_cached(self.embedder, self.cache, texts, store=store)
         else:
             vectors = self.embedder.embed_documents(texts)
-        self.db.put_vectors(table, [(r, t, v) for (r, t), v in zip(rows, vectors, strict=True)])
+        of = dict(zip(texts, vectors, strict=True))
+        self.db.put_vectors(table, [(r, read, contextual_vector(of[own], of[read])) for r, read, own in rows])
         return len(rows)
 
     def work_once(self) -> int:

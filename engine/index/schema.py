@@ -20,8 +20,9 @@ from typing import Any, Final
 
 from engine.index.docs import ChunkDoc, FactDoc
 
-SCHEMA_VERSION: Final = 8  # 7: an undated memory carries the day of a dated entry before it;
-# 8: but not a date after the entry was written (a deadline)
+SCHEMA_VERSION: Final = 9  # 7: an undated memory carries the day of a dated entry before it;
+# 8: but not a date after the entry was written (a deadline); 9: a chunk's vector blends its own
+# words' with its words read among its neighbours' (engine.index.vectors.contextual_vector)
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 

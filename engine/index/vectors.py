@@ -36,6 +36,22 @@ def unit(vector: Array) -> Array:
     return v / norm if norm > 0 else v
 
 
+#: How much a chunk's own words weigh in its stored vector against its words with their neighbours
+#: (:func:`contextual_vector`; measured on LoCoMo's dev halves, docs/recall.md).
+OWN_WEIGHT = 0.5
+
+
+def contextual_vector(own: Array, context: Array, weight: float = OWN_WEIGHT) -> Array:
+    """The vector stored for a chunk: the unit mean of its own words' vector and the vector of its
+    words read with their neighbours (``previous \n text \n next``), ``weight`` on its own words.
+
+    Its cosine to a query is high when either reading is close to it, so a memory matches by what
+    it says ("I signed up for a pottery class") and by the exchange it was said in. A chunk without
+    neighbours embeds one text: pass the same vector twice (the result is that vector, unit)."""
+    a, b = unit(own), unit(context)
+    return unit(weight * a + (1.0 - weight) * b)
+
+
 def _pack(rows: Array) -> Array:
     return np.packbits(rows > 0, axis=-1)
 
