@@ -2,12 +2,12 @@
 
     python -m bench.gateway [--calls 200] [--workspaces 20] [--cold 5] [--out docs/benchmarks.md]
     python -m bench.gateway --latency-only [--calls 200]      only item 1, printed (nothing written)
-    python -m bench.gateway --engine-cpu [--calls 200]        only the engine's CPU and context
-                                                              switches per call over its socket
-                                                              (embedding off), printed
+    python -m bench.gateway --engine-cpu [--calls 200]        only the engine's CPU and wake-ups
+                                                              per call over its socket (embedding
+                                                              off), by thread, printed
     python -m bench.gateway --gateway-cpu [--calls 200]       only the gateway process's own CPU and
-                                                              context switches per proxied call (its
-                                                              engine excluded), printed
+                                                              wake-ups per proxied call (its engine
+                                                              excluded), printed
 
 In one run, against a real ``almanac serve`` (port 0) and real engines:
 
@@ -223,15 +223,17 @@ def cpu_seconds(pid: int, task: int | None = None) -> float:
 
 
 def switches(pid: int) -> dict[int, int]:
-    """Context switches so far (voluntary + involuntary) of each thread of a process, by thread id:
-    a thread blocks and is woken again once per voluntary switch (Linux ``/proc``)."""
+    """Wake-ups so far of each thread of a process, by thread id: its voluntary context switches
+    (it blocked — on a lock, the interpreter's lock, a socket, a disk write — and was woken again;
+    Linux ``/proc``). Preemptions by other processes (involuntary switches) are left out: they
+    measure the host's load, not the engine."""
     found: dict[int, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             lines = (task / "status").read_text(encoding="utf-8").splitlines()
         except OSError:  # the thread ended meanwhile
             continue
-        counts = [int(ln.split()[1]) for ln in lines if ln.split(":")[0].endswith("ctxt_switches")]
+        counts = [int(ln.split()[1]) for ln in lines if ln.startswith("voluntary_ctxt_switches:")]
         found[int(task.name)] = sum(counts)
     return found
 
@@ -479,9 +481,9 @@ class Spent:
 
     loop_ms: float  #: CPU of its main thread (the event loop)
     all_ms: float  #: CPU of the whole process
-    loop_switches: float  #: context switches of its main thread
-    all_switches: float  #: context switches of all its threads
-    others: tuple[float, ...]  #: each other thread's context switches (those that had any), most first
+    loop_switches: float  #: wake-ups of its main thread (:func:`switches`)
+    all_switches: float  #: wake-ups of all its threads
+    others: tuple[float, ...]  #: each other thread's wake-ups (those that had any), most first
 
 
 async def spent(pid: int, call: Call, tool: str, calls: int, way: str) -> Spent:
@@ -505,15 +507,14 @@ def spent_rows(what: str, name: str, found: Spent) -> dict[str, str]:
         f"`{name}` {what} CPU per call: event-loop thread / whole process (ms)": (
             f"{found.loop_ms:.2f} / {found.all_ms:.2f}"
         ),
-        f"`{name}` {what} context switches per call: event-loop thread / whole process": (
-            f"{found.loop_switches:.2f} / {found.all_switches:.2f}"
-        ),
-        f"`{name}` {what} context switches per call of each other thread that had any": others,
+        f"`{name}` {what} wake-ups per call (voluntary context switches): event-loop thread / "
+        "whole process": f"{found.loop_switches:.2f} / {found.all_switches:.2f}",
+        f"`{name}` {what} wake-ups per call of each other thread woken": others,
     }
 
 
 async def run_engine_cpu(calls: int) -> dict[str, str]:
-    """CPU and context switches per call of one engine over its socket, embedding off (so nothing
+    """CPU and wake-ups per call of one engine over its socket, embedding off (so nothing
     runs in the background but what a call wakes), called through the gateway's own engine client
     (``bench.lean.wire_client``): its event-loop thread (transport, SDK, dispatch), the whole
     process, and each other thread a call wakes (tool thread, indexer, ageing sweep)."""
@@ -536,7 +537,7 @@ async def run_engine_cpu(calls: int) -> dict[str, str]:
 
 
 async def run_gateway_cpu(calls: int) -> dict[str, str]:
-    """The gateway process's own CPU and context switches per call it proxies (its engine, the
+    """The gateway process's own CPU and wake-ups per call it proxies (its engine, the
     embedder and the client excluded), the lean client posting ``/mcp`` calls through it."""
     root = Path(tempfile.mkdtemp(prefix="alm-bench-"))
     data_dir, log = root / "data", root / "gateway.log"
@@ -851,12 +852,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine-cpu",
         action="store_true",
-        help="only one engine's CPU and context switches per call over its socket, printed",
+        help="only one engine's CPU and wake-ups per call over its socket, printed",
     )
     parser.add_argument(
         "--gateway-cpu",
         action="store_true",
-        help="only the gateway process's own CPU and context switches per proxied call, printed",
+        help="only the gateway process's own CPU and wake-ups per proxied call, printed",
     )
     args = parser.parse_args(argv)
     if args.write_docs and args.no_write:

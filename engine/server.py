@@ -62,6 +62,7 @@ from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
 from engine.surface.lean import Lean
+from engine.surface.notify import TOOL_THREADS
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
 from engine.transfer import archive, markdown
@@ -429,6 +430,7 @@ def finish_writes(workspace: Workspace) -> bool:
 def exit_now(code: int) -> None:
     """Exit with ``code`` even if a worker thread is stuck in a call (it must not hold the exit)."""
     stuck = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    stuck += TOOL_THREADS.busy()
     if stuck:
         log.warning("exiting with %d call(s) still running: %s", len(stuck), ", ".join(stuck))
     logging.shutdown()

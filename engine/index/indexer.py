@@ -111,6 +111,11 @@ def cache_path(root: Path) -> Path:
     return path
 
 
+#: How long the background thread waits, once woken by a write, before it works: the call that
+#: wrote is answered first, and a burst of writes is embedded in one round, waking the thread once.
+SETTLE_S = 0.05
+
+
 class Indexer:
     def __init__(
         self,
@@ -120,8 +125,10 @@ class Indexer:
         cache: EmbeddingCache | None = None,
         scan_interval_s: float | None = 5.0,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self.ws = workspace
+        self.settle_s = settle_s
         self.max_item_bytes = max_item_bytes
         self.too_large: dict[str, TooLarge] = {}
         self.progress = Progress("catching_up", 0, 0)
@@ -540,6 +547,10 @@ class Indexer:
             self._wake.wait(30.0)
             with self._idle:
                 self._busy = True
+            # Let the write that woke us answer, and the rest of its burst land, before working:
+            # writes meanwhile set the event without waking anyone, and one round takes them all.
+            self._stop.wait(self.settle_s)
+            with self._idle:
                 self._wake.clear()
 
     def wait_idle(self, timeout_s: float) -> bool:

@@ -9,11 +9,9 @@ call from a dead one.
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, get_args
 
 import anyio
@@ -23,6 +21,8 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from engine.surface.handoff import ToolThreads
 
 T = TypeVar("T")
 
@@ -84,16 +84,14 @@ def wants_progress(ctx: Context[Any, Any]) -> bool:
 
 
 #: The threads tool work runs on (as many as anyio's default thread limit). A call hands its work
-#: over and is handed the result back: one wake-up each way, through the standard library's
-#: executor (``anyio.to_thread`` adds a capacity limiter and cancel scopes, about a quarter of the
-#: event loop's time per call on the socket).
-TOOL_THREADS = ThreadPoolExecutor(max_workers=40, thread_name_prefix="almanac-tool")
+#: over and is handed the result back: one wake-up each way (``engine.surface.handoff``).
+TOOL_THREADS = ToolThreads(40, "almanac-tool")
 
 
 async def off_loop(work: Callable[[], T]) -> T:
     """``work()`` on a tool thread. Cancelling the caller does not stop it: a write runs to its end
     (a stopping engine waits for it, ``engine.server.finish_writes``)."""
-    return await asyncio.get_running_loop().run_in_executor(TOOL_THREADS, work)
+    return await TOOL_THREADS.run(work)
 
 
 async def with_progress(ctx: Context[Any, Any], work: Callable[[], T], interval: float) -> T:

@@ -63,7 +63,9 @@ def test_the_engine_cpu_mode_prints_cpu_per_call(capsys: pytest.CaptureFixture[s
         row = next(line for line in out.splitlines() if line.startswith(f"| `{tool}` engine CPU per call"))
         loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
         assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
-        switched = next(ln for ln in out.splitlines() if ln.startswith(f"| `{tool}` engine context switches"))
+        switched = next(
+            ln for ln in out.splitlines() if ln.startswith(f"| `{tool}` engine wake-ups per call")
+        )
         loop_switches, all_switches = (float(v) for v in switched.split("|")[2].split("/"))
         assert 0 < loop_switches <= all_switches  # each call wakes the engine's loop at least once
 
@@ -78,7 +80,7 @@ def test_the_gateway_cpu_mode_prints_the_gateway_process_alone(capsys: pytest.Ca
         loop_ms, whole_ms = (float(v) for v in row.split("|")[2].split("/"))
         assert loop_ms >= 0 and whole_ms >= 0  # /proc counts in ticks: 3 calls may read as 0
         switched = next(ln for ln in out.splitlines() if ln.startswith(f"| `{tool}` gateway process alone, "
-                        "lean client, context switches per call: event-loop"))  # fmt: skip
+                        "lean client, wake-ups per call"))  # fmt: skip
         loop_switches, all_switches = (float(v) for v in switched.split("|")[2].split("/"))
         assert 0 < loop_switches <= all_switches  # a proxied call wakes the gateway's loop at least once
 
