@@ -13,7 +13,7 @@ from tests.engine.index.helpers import CALLER, EMBEDDER, Clock, GatedEmbedder
 
 
 class Rounds(GatedEmbedder):
-    """The real embedder, counting the document batches it is asked for (the gate stays open)."""
+    """The real embedder, counting the texts of each document batch it is asked for (gate open)."""
 
     def __init__(self) -> None:
         super().__init__(EMBEDDER)
@@ -37,7 +37,7 @@ def test_a_burst_of_writes_is_embedded_in_one_round(tmp_path: Path) -> None:
         for i in range(5):  # well within the settle time: one wake-up, one round
             memory.remember(CALLER, f"burst {i}: the kelp host {i} runs the nightly reindex")
         assert indexer.wait_idle(60)
-        assert embedder.batches == [5]
+        assert len(embedder.batches) == 1 and embedder.batches[0] >= 5  # one round for all five
         assert indexer.backlog() == 0
     finally:
         indexer.stop()
