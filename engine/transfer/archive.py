@@ -72,6 +72,7 @@ def export(ws: Workspace, target: Path, out: TextIO = sys.stderr) -> dict[str, A
         "format": FORMAT,
         "version": VERSION,
         "exported_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "workspace": ws.root.name,  # its folder's name: under a gateway, the workspace's id
         "counts": counts(ws),
         "files": [],
     }

@@ -135,7 +135,8 @@ def workspace_move(
     "backup",
     default=None,
     type=click.Path(path_type=Path),
-    help="The backup: a copy of the workspace's folder (from a volume snapshot or a sync).",
+    help="The backup: a copy of the workspace's folder (from a volume snapshot or a sync), or the "
+    "owner's export (the .zip `almanac export` and the Workspace page write).",
 )
 @click.option("--to", "target", default=None, help="The live node to restore the workspace on.")
 @click.option(
@@ -157,10 +158,12 @@ def workspace_restore(
     config_file: Path | None,
 ) -> None:
     """Restore a workspace whose node was declared lost (`almanac node lost`) from a backup of its
-    folder, on another node: every file is sent to that node, checked there by size and SHA-256
-    against the backup, and only then is the workspace switched to it and served. What the backup
-    does not hold (writes after it was taken) is not recovered. Refused, changing nothing, for a
-    workspace whose node is not declared lost. Needs database_url and cluster_secret.
+    folder or from its owner's export, on another node: every file is streamed to that node,
+    checked there by size and SHA-256 against the backup, and only then is the workspace switched
+    to it and served. What the backup does not hold (writes after it was taken) is not recovered.
+    Refused, changing nothing, for a workspace whose node is not declared lost, or a backup that
+    cannot be restored (an export is checked whole first: its manifest, each file's path, size and
+    SHA-256, the workspace it names). Needs database_url and cluster_secret.
 
     While it runs the workspace answers 503 workspace_restoring. A restore whose command stops
     half-way is called off after move_timeout (the workspace is lost again; nothing it sent is

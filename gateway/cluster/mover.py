@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.cluster import manifest, signing
+from gateway.cluster.backups import Chunks
 from gateway.cluster.journal import MoveRecord, State, finish_problem, old_copies
 from gateway.cluster.placement import Node, Placement, is_live
 from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
@@ -98,6 +99,38 @@ class NodeCalls:
         self, node: Node, method: str, workspace_id: str, step: str, raw: bytes, content_type: str
     ) -> dict[str, Any]:
         """One signed call with ``raw`` as its body (signed too); the node's JSON answer."""
+        return self._request(node, method, workspace_id, step, raw, {"content-type": content_type})
+
+    def stream(self, node: Node, method: str, workspace_id: str, step: str, chunks: Chunks) -> dict[str, Any]:
+        """One signed call whose body is a file streamed in bounded chunks (never held whole): the
+        signature covers the SHA-256 the file is declared to have, which the node checks against
+        the bytes that arrive (:data:`~gateway.cluster.signing.CONTENT_DIGEST_HEADER`)."""
+        headers = {
+            "content-type": "application/octet-stream",
+            signing.CONTENT_DIGEST_HEADER.decode(): chunks.entry.sha256,
+        }
+        try:
+            found = self._request(
+                node, method, workspace_id, step, chunks, headers, digest=chunks.entry.sha256
+            )
+        except MoveFailed:
+            if chunks.done:  # read whole but not the file declared (the node refused it): say so first
+                chunks.check()
+            raise
+        chunks.check()
+        return found
+
+    def _request(
+        self,
+        node: Node,
+        method: str,
+        workspace_id: str,
+        step: str,
+        content: bytes | Chunks,
+        headers: dict[str, str],
+        *,
+        digest: str | None = None,
+    ) -> dict[str, Any]:
         path = f"/internal/v1/workspaces/{workspace_id}" + (f"/{step}" if step else "")
         signed = signing.sign(
             self.secret,
@@ -106,17 +139,19 @@ class NodeCalls:
             principal=None,
             workspace_id=workspace_id,
             target=node.name,
-            body=raw,
+            body=content if isinstance(content, bytes) else b"",
             now=self.clock(),
+            digest=digest,
         )
         headers = {
             signing.PRINCIPAL_HEADER.decode(): signed.principal,
             signing.SIGNATURE_HEADER.decode(): signed.signature,
-            "content-type": content_type,
+            **headers,
         }
+        body = (content or None) if isinstance(content, bytes) else iter(content)
         try:
             response = self.http.request(
-                method, node.advertise_url + quote(path), content=raw or None, headers=headers
+                method, node.advertise_url + quote(path), content=body, headers=headers
             )
         except httpx.TransportError as exc:
             raise MoveFailed(f"node {node.name!r} at {node.advertise_url} cannot be reached ({exc})") from exc

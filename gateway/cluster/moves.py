@@ -106,9 +106,19 @@ class MoveEndpoints:
             Route(PREFIX, self.delete, methods=["DELETE"]),
         ]
 
-    async def verified(self, request: Request) -> tuple[str, bytes]:
+    async def verified(self, request: Request, *, streamed: bool = False) -> tuple[str, bytes]:
+        """The workspace of a signed cluster call, and its body — or, ``streamed``, nothing read yet:
+        the signature then covers the SHA-256 declared in ``x-almanac-content-sha256``, which the
+        caller checks against the bytes as they arrive."""
         workspace_id = str(request.path_params["workspace_id"])
-        body = await request.body()
+        digest = None
+        if streamed:
+            digest = request.headers.get(signing.CONTENT_DIGEST_HEADER.decode(), "")
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ClusterSignatureInvalid(
+                    "a streamed file's call declares its SHA-256 (64 hex digits) in x-almanac-content-sha256"
+                )
+        body = b"" if streamed else await request.body()
         try:
             signing.verify_cluster_call(
                 self.link.secret,
@@ -120,6 +130,7 @@ class MoveEndpoints:
                 here=self.link.here,
                 body=body,
                 now=self.clock(),
+                digest=digest,
             )
         except signing.SignatureInvalid as exc:
             logs.event(self._log, logging.WARNING, "cluster.signature_refused", reason=str(exc))

@@ -156,3 +156,16 @@ def restore_under_way(placement: Placement, lost: str, *, now: float) -> Unavail
         RESTORING_RETRY_AFTER,
         restoring=True,
     )
+
+
+def owner_condition(placement: Placement | None, nodes: Iterable[Node], *, now: float) -> str | None:
+    """What the owner's home page says of a workspace: ``"lost"`` (its node was declared lost),
+    ``"restoring"`` (being restored from a backup, its command at work), or None (nothing to say)."""
+    if placement is None:
+        return None
+    owner = next((n for n in nodes if n.name == placement.node), None)
+    if owner is None or not owner.lost:
+        return None
+    if placement.moving_to is not None and (placement.move_deadline is None or placement.move_deadline > now):
+        return "restoring"
+    return "lost"

@@ -1,23 +1,31 @@
-"""``almanac workspace restore WS --from DIR --to NODE`` (issue 15): put a workspace whose node was
-declared lost (``almanac node lost``) back in service from a backup folder — a copy of its folder from
-a volume snapshot or an object-storage sync (deploy/SCALING.md, "Backups") — on another node.
+"""``almanac workspace restore WS --from SOURCE --to NODE`` (issue 15): put a workspace whose node
+was declared lost (``almanac node lost``) back in service on another node, from a backup folder — a
+copy of its folder from a volume snapshot or an object-storage sync (deploy/SCALING.md, "Backups")
+— or from the owner's export zip (:mod:`gateway.cluster.backups` checks either before anything is
+sent).
 
 The steps mirror a move (:mod:`gateway.cluster.mover`), with the backup in place of the lost source:
 
 1. the placement is marked as moving from the lost node to the target (a move record, with the
-   drain's deadline, so every node answers ``workspace_moving`` meanwhile and two restores never
+   drain's deadline, so every node answers ``workspace_restoring`` meanwhile and two restores never
    run at once);
-2. the target gets an empty staging folder, then every file of the backup, each call signed over its
-   body (:mod:`gateway.cluster.restores`);
+2. the target gets an empty staging folder, then every file of the backup, streamed in bounded
+   chunks, hashed as it goes, its declared SHA-256 signed (:mod:`gateway.cluster.restores`);
 3. the target checks that its staging folder holds exactly the backup's manifest (size and SHA-256
    of every file), moves it into place and lists what it now has; the command compares that list
    with the backup's, file by file, or the restore is called off (the workspace stays lost, the
    target's copy is removed);
 4. the placement flips to the target; the target starts the workspace's engine on the copy.
 
+A command that dies half-way pushes the deadline no further: the restore lapses, every live node
+calls it off at its next heartbeat and the workspace is lost again (the target removes what it
+received); ``--abandon`` (:func:`abandon`) does so at once. Running the same restore again redoes
+it, or finishes it once the workspace was switched (:func:`restore`).
+
 The record of the restore is a move from the lost node to the target, noted "restored from the
-backup …": the lost node's own copy counts as an old copy (``almanac node stale`` lists it; should
-the node come back, ``--finish`` deletes it). Audited as ``workspace.restore``.
+backup …" (or "from the owner's export …"): the lost node's own copy counts as an old copy
+(``almanac node stale`` lists it; should the node come back, ``--finish`` deletes it). Audited as
+``workspace.restore``.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gateway.cluster import manifest
+from gateway.cluster import backups, manifest
 from gateway.cluster.journal import MoveRecord
 from gateway.cluster.mover import (
     MoveConfig,
@@ -47,16 +55,6 @@ from gateway.errors import BadRequest, GatewayError, MoveFailed
 
 class _Audited(MovePlane, Audits, Protocol):
     pass
-
-
-def backup_manifest(backup: Path) -> tuple[manifest.Entry, ...]:
-    """The files of a backup folder, refused (nothing changes) unless it is a folder holding files."""
-    if not backup.is_dir():
-        raise BadRequest(f"{backup} is not a folder; give the backup copy of the workspace's folder")
-    found = manifest.manifest(backup)
-    if not found:
-        raise BadRequest(f"{backup} holds no files: it is not a backup of a workspace (nothing changed)")
-    return found
 
 
 def restore(
@@ -95,7 +93,27 @@ def restore(
             f"node {target_name!r} is {'declared lost' if target.lost else 'not heard from'}; restore the "
             "workspace to a live node (nothing changed)"
         )
-    entries = backup_manifest(backup)
+    with backups.open_backup(backup, workspace_id) as source:  # checked: nothing is sent otherwise
+        return _restore(store, owner_id, workspace_id, source, lost, target, placement, nodes, config,
+                        clock=clock, say=say, pause=pause)  # fmt: skip
+
+
+def _restore(
+    store: _Audited,
+    owner_id: str,
+    workspace_id: str,
+    source: backups.Backup,
+    lost: Node,
+    target: Node,
+    placement: Placement,
+    nodes: dict[str, Node],
+    config: MoveConfig,
+    *,
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+    pause: Callable[[str], None],
+) -> MoveReport:
+    entries, backup = source.entries, source.where
     size = sum(e.size for e in entries)
     link = NodeCalls(config.secret, clock)
     try:
@@ -103,7 +121,8 @@ def restore(
             _call_off_lapsed_restore(store, link, placement, nodes, clock=clock, say=say)
         _discard_earlier(store, link, workspace_id, target, clock=clock)
         move = store.begin_move(workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout)
-        note = f"{RESTORED_NOTE}{backup} ({len(entries)} files)"
+        kind = "the owner's export" if source.kind == "export" else "the backup"
+        note = f"{RESTORED_NOTE}{kind} {backup} ({len(entries)} files)"
         store.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
         say(f"restoring workspace {workspace_id} on {target.name}: {len(entries)} files ({size} bytes)")
         flipped = settled = False
@@ -113,15 +132,14 @@ def restore(
                 for sent, entry in enumerate(entries):
                     if sent == len(entries) // 2:
                         pause("half-sent")
-                    raw = (backup / entry.path).read_bytes()
-                    link.send(
-                        target,
-                        "PUT",
-                        workspace_id,
-                        f"restore/files/{entry.path}",
-                        raw,
-                        "application/octet-stream",
-                    )
+                    with source.open(entry) as stream:
+                        link.stream(
+                            target,
+                            "PUT",
+                            workspace_id,
+                            f"restore/files/{entry.path}",
+                            backups.Chunks(stream, entry),
+                        )
                 pause("sent")
                 answer = link.call(target, "POST", workspace_id, "restore/settle", manifest.to_json(entries))
                 settled = True
@@ -157,7 +175,7 @@ def restore(
 
 
 #: What a restore's record says (``--status``) before the backup's name.
-RESTORED_NOTE = "restored from the backup "
+RESTORED_NOTE = "restored from "
 
 
 def _restored_already(

@@ -8,8 +8,9 @@ declared lost and marked as moving here; 403 otherwise):
 
 ``POST …/restore/begin``      an empty staging folder (refused if this node already has a folder
                               for the workspace);
-``PUT  …/restore/files/P``    one file of the backup, its body signed, written and fsynced into the
-                              staging folder;
+``PUT  …/restore/files/P``    one file of the backup, streamed: its SHA-256 declared and signed,
+                              written in bounded pieces and hashed as it arrives, kept in the
+                              staging folder (fsynced) only when it matches;
 ``POST …/restore/settle``     the backup's manifest (path, size, SHA-256 of every file): the staging
                               folder must hold exactly that, file by file, or nothing is settled;
                               then it is moved into place in one rename, and the manifest of what
@@ -21,11 +22,13 @@ the restored copy, as after a move.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -34,7 +37,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway import logs
-from gateway.cluster import manifest
+from gateway.cluster import manifest, signing
+from gateway.cluster.backups import CHUNK
 from gateway.cluster.moves import PREFIX, MoveEndpoints, settle
 from gateway.edge.principals import off_loop
 from gateway.errors import AlreadyExists, BadRequest, Forbidden
@@ -82,7 +86,8 @@ class RestoreEndpoints:
         return JSONResponse({"staging": workspace_id, "node": self.moves.link.here})
 
     async def file(self, request: Request) -> Response:
-        workspace_id, body = await self.moves.verified(request)
+        workspace_id, _ = await self.moves.verified(request, streamed=True)
+        declared = request.headers[signing.CONTENT_DIGEST_HEADER.decode()]
         path = str(request.path_params["path"])
         if not manifest.safe_relative(path):
             raise BadRequest(f"{path!r} leaves the workspace's folder")
@@ -91,8 +96,8 @@ class RestoreEndpoints:
             staging = self.moves.staging(workspace_id)
             if not staging.is_dir():
                 raise BadRequest("begin the restore first (POST …/restore/begin)")
-            await anyio.to_thread.run_sync(lambda: _write(staging / path, body))
-        return JSONResponse({"stored": path, "size": len(body)})
+            size = await _receive(request, staging, path, declared)
+        return JSONResponse({"stored": path, "size": size})
 
     async def settle(self, request: Request) -> Response:
         workspace_id, body = await self.moves.verified(request)
@@ -120,9 +125,46 @@ def _fresh(staging: Path) -> None:
     staging.mkdir(parents=True)
 
 
-def _write(target: Path, body: bytes) -> None:
+#: Where a file being received is written, inside the staging folder, until its SHA-256 is checked.
+RECEIVING = ".almanac-receiving"
+
+
+async def _receive(request: Request, staging: Path, path: str, declared: str) -> int:
+    """Stream the request's body into ``staging/path``, written in pieces of at most
+    :data:`~gateway.cluster.backups.CHUNK` bytes and hashed as it arrives; refused (nothing kept)
+    unless its SHA-256 is the one declared (and signed)."""
+    partial = staging / RECEIVING
+    out = await anyio.to_thread.run_sync(partial.open, "wb")
+    digest, size, pending = hashlib.sha256(), 0, bytearray()
+    try:
+        async for chunk in request.stream():
+            digest.update(chunk)
+            size += len(chunk)
+            pending += chunk
+            if len(pending) >= CHUNK:
+                await anyio.to_thread.run_sync(out.write, bytes(pending))
+                pending.clear()
+        await anyio.to_thread.run_sync(lambda: _close(out, bytes(pending)))
+        if digest.hexdigest() != declared:
+            raise BadRequest(
+                f"{path!r} arrived damaged ({size} bytes, sha256 {digest.hexdigest()}); not kept"
+            )
+        target = staging / path
+        await anyio.to_thread.run_sync(lambda: _place(partial, target))
+    finally:
+        if not out.closed:
+            out.close()
+        await anyio.to_thread.run_sync(lambda: partial.unlink(missing_ok=True))
+    return size
+
+
+def _close(out: BinaryIO, rest: bytes) -> None:
+    out.write(rest)
+    out.flush()
+    os.fsync(out.fileno())
+    out.close()
+
+
+def _place(partial: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("wb") as out:
-        out.write(body)
-        out.flush()
-        os.fsync(out.fileno())
+    os.replace(partial, target)

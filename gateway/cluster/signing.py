@@ -26,6 +26,8 @@ from gateway.control.store import Principal
 
 PRINCIPAL_HEADER = b"x-almanac-cluster-principal"
 SIGNATURE_HEADER = b"x-almanac-cluster-signature"
+#: A streamed body's SHA-256, declared by its sender and covered by the signature.
+CONTENT_DIGEST_HEADER = b"x-almanac-content-sha256"
 #: A signed request is refused when its timestamp is further than this from the receiver's clock.
 WINDOW_S = 30.0
 _VERSION = "v1"
@@ -100,9 +102,11 @@ def sign(
     body: bytes,
     now: float,
     workspace_id: str | None = None,
+    digest: str | None = None,
 ) -> Signed:
     """The two header values that let node ``target`` serve this call for ``principal`` (or, with
-    no principal, the cluster's own call about ``workspace_id``)."""
+    no principal, the cluster's own call about ``workspace_id``). ``digest``: the SHA-256 of a body
+    streamed rather than held (``body`` is then empty; the receiver hashes what arrives)."""
     encoded = NO_PRINCIPAL if principal is None else encode_principal(principal)
     workspace = workspace_id if principal is None else principal.workspace_id
     assert workspace is not None, "a call without a principal names its workspace"
@@ -115,7 +119,7 @@ def sign(
         workspace_id=workspace,
         target=target,
         principal=encoded,
-        digest=body_digest(body),
+        digest=body_digest(body) if digest is None else digest,
     )
     return Signed(encoded, f"{_VERSION} t={timestamp} sig={mac}")
 
@@ -179,9 +183,11 @@ def verify_cluster_call(
     body: bytes,
     now: float,
     window: float = WINDOW_S,
+    digest: str | None = None,
 ) -> None:
     """Raise :class:`SignatureInvalid` unless this is the cluster's own signed call about
-    ``workspace_id`` (one that speaks for no client)."""
+    ``workspace_id`` (one that speaks for no client). ``digest``: the SHA-256 the caller declares
+    for a streamed body (checked against the bytes once they have arrived)."""
     if principal_header is not None and principal_header != NO_PRINCIPAL:
         raise SignatureInvalid("this endpoint serves the cluster's own calls only")
     _check(
@@ -195,6 +201,7 @@ def verify_cluster_call(
         body=body,
         now=now,
         window=window,
+        digest=digest,
     )
 
 
@@ -210,6 +217,7 @@ def _check(
     body: bytes,
     now: float,
     window: float,
+    digest: str | None = None,
 ) -> None:
     if not principal_header or not signature_header:
         raise SignatureInvalid("this endpoint serves the other nodes only: the call is not signed")
@@ -227,7 +235,7 @@ def _check(
         workspace_id=workspace_id,
         target=here,
         principal=principal_header,
-        digest=body_digest(body),
+        digest=body_digest(body) if digest is None else digest,
     )
     if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii", errors="replace")):
         raise SignatureInvalid("the cluster signature does not match (another secret, node, path or body)")

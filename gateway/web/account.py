@@ -8,6 +8,7 @@ changed. Sign-in is throttled per account and per address; every outcome is an a
 from __future__ import annotations
 
 import math
+import time
 from functools import cache
 from typing import Any
 
@@ -28,7 +29,16 @@ from gateway.auth.sessions import (
     set_session_cookie,
 )
 from gateway.auth.tokens import validate_email
-from gateway.errors import AlreadyExists, BadRequest, GatewayError, OwnerNotFound, SignupClosed
+from gateway.errors import (
+    AlreadyExists,
+    BadRequest,
+    GatewayError,
+    OwnerNotFound,
+    SignupClosed,
+    WorkspaceLost,
+    WorkspaceRestoring,
+)
+from gateway.web.lost import conditions, lost_page
 from gateway.web.render import render
 
 _MAX_FIELD = 2048
@@ -110,12 +120,14 @@ async def home(request: Request) -> Response:
     counts: dict[str, int] = {}
     for connection in store.connections(session.owner_id):
         counts[connection.workspace_id] = counts.get(connection.workspace_id, 0) + 1
+    workspaces = store.workspaces(session.owner_id)
     return render(
         request,
         "home.html",
         mcp_url=mcp_url(request),
-        workspaces=store.workspaces(session.owner_id),
+        workspaces=workspaces,
         connections=counts,
+        conditions=conditions(store, workspaces, now=time.time()),
     )
 
 
@@ -243,6 +255,8 @@ async def logout(request: Request) -> Response:
 
 def error_page(request: Request, exc: GatewayError) -> Response:
     """A refusal as a page, for a browser (the JSON envelope stays for API clients)."""
+    if isinstance(exc, WorkspaceLost | WorkspaceRestoring):
+        return lost_page(request, exc)
     titles = {
         403: "Not allowed",
         404: "Not found",

@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from gateway.auth.passwords import hash_password
+from gateway.cluster import signing
 from gateway.cluster.mover import NodeCalls
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
@@ -193,6 +194,23 @@ def _restore_checked_midway(
             (node_a,) = [n for n in store.nodes() if n.name == "node-a"]
         finally:
             store.close()
+        # a file whose bytes are not those its signed SHA-256 declares is not kept
+        declared = "0" * 64
+        signed = signing.sign(
+            SECRET, method="PUT", path=path, principal=None, workspace_id=workspace, target="node-a",
+            body=b"", now=time.time(), digest=declared,
+        )  # fmt: skip
+        damaged = httpx.put(
+            a.url + path,
+            content=b"forged",
+            timeout=30,
+            headers={
+                signing.PRINCIPAL_HEADER.decode(): signed.principal,
+                signing.SIGNATURE_HEADER.decode(): signed.signature,
+                signing.CONTENT_DIGEST_HEADER.decode(): declared,
+            },
+        )
+        assert damaged.status_code == 400 and "arrived damaged" in damaged.text, damaged.text
         wrong = [{"path": "notes/forged.md", "size": 6, "sha256": "0" * 64}]
         calls = NodeCalls(SECRET, time.time)
         try:
@@ -275,7 +293,7 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     # hal restored from the backup on node-a: checked file by file, then served
     bad = _almanac(a, "workspace", "restore", "default", "--owner", "hal@example.com", "--from",
                    str(tmp_path / "nothing-here"), "--to", "node-a")  # fmt: skip
-    assert bad.returncode == 1 and "not a folder" in bad.stderr and _lost(_call(a, hal_token))
+    assert bad.returncode == 1 and "neither a folder nor a file" in bad.stderr and _lost(_call(a, hal_token))
     restored = await anyio.to_thread.run_sync(
         _restore_checked_midway, cluster, hal, hal_token, backup, tmp_path
     )

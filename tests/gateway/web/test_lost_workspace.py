@@ -1,0 +1,111 @@
+"""An owner whose workspace's node was declared lost, in a real headless Chromium (issue 15,
+``run:scale-out``): a real PostgreSQL control plane and two real ``almanac serve`` nodes (node-c,
+holding the workspace, killed and declared lost; node-b, where the browser signs in).
+
+The home page marks the workspace as lost; its pages answer 410 with a page that says what
+happened (the server that kept it was lost, nothing was deleted, nothing can be written) and what
+to do (contact the operator, who restores it from a backup — or from the owner's export, if they
+kept one), not a 500 or an empty page. While the operator restores it, the pages answer 503 with
+``Retry-After`` and say so; restored, the pages work again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.gateway.cluster.test_pages_across_nodes import Pair
+from tests.gateway.e2e import wait_for
+from tests.gateway.web.test_pages import PASSWORD
+from tests.pg import PostgresServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.req("run:scale-out")]
+
+EMAIL = "uma@example.com"
+
+
+@pytest.fixture(scope="module")
+def pair(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    found = Pair(postgres.create_database(), tmp_path_factory.mktemp("lost-pages"), {})
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(found.start, ("node-b", "node-c")))
+        yield found
+    finally:
+        for node in found.nodes.values():
+            if node.proc.poll() is None:
+                node.stop()
+
+
+def _lose_node_c(pair: Pair) -> None:
+    c = pair.nodes["node-c"]
+    c.stop()
+    store = pair.store()
+    try:
+        wait_for(
+            lambda: time.time() - next(n for n in store.nodes() if n.name == "node-c").heartbeat_at > 2.5,
+            timeout=30,
+            what="node-c silent",
+        )
+        store.mark_node_lost("node-c", now=time.time(), heartbeat_timeout=2.0, force=False)
+    finally:
+        store.close()
+
+
+def _sign_in(page: Page, url: str) -> None:
+    page.goto(url + "/login")
+    page.get_by_label("Email").fill(EMAIL)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(url + "/")
+
+
+def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pair, page: Page) -> None:
+    workspace, _ = pair.owner_on_c(EMAIL)
+    b = pair.nodes["node-b"]
+    _lose_node_c(pair)
+    _sign_in(page, b.url)
+    row = page.get_by_role("row", name="default")
+    expect(row).to_contain_text("Lost: its server is gone")
+    row.get_by_role("link", name="What to do").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("This workspace's server was lost")
+    for path in ("/workspace", "/memories", "/settings"):
+        answer = page.goto(b.url + path)
+        assert answer is not None and answer.status == 410, path
+        assert "retry-after" not in answer.headers
+        expect(page.get_by_role("heading", level=1)).to_have_text("This workspace's server was lost")
+        expect(page.get_by_role("alert")).to_contain_text("Nothing was deleted")
+        expect(page.get_by_role("alert")).to_contain_text("workspace_lost")
+        expect(page.get_by_text("Contact the operator of this service.")).to_be_visible()
+        expect(page.get_by_text("export")).to_have_count(1)
+        expect(page.get_by_role("link", name="Back to your workspaces")).to_be_visible()
+    # the operator restores it: the pages say so and when to look again
+    store = pair.store()
+    try:
+        move = store.begin_move(workspace, "node-c", "node-b", now=time.time(), timeout=120)
+        answer = page.goto(b.url + "/workspace")
+        assert answer is not None and answer.status == 503 and int(answer.headers["retry-after"]) >= 1
+        expect(page.get_by_role("heading", level=1)).to_have_text("This workspace is being restored")
+        expect(page.get_by_role("status")).to_contain_text("try again in")
+        page.goto(b.url + "/")
+        expect(page.get_by_role("row", name="default")).to_contain_text("Being restored")
+        # called off: lost again
+        assert store.abort_move(move, now=time.time(), reason="test: abandoned")
+    finally:
+        store.close()
+    answer = page.goto(b.url + "/workspace")
+    assert answer is not None and answer.status == 410
+    expect(page.get_by_role("heading", level=1)).to_have_text("This workspace's server was lost")
+
+    # a program gets the same refusal as JSON (the page is for a browser only)
+    store = pair.store()
+    try:
+        _, token = store.create_pat(store.owner_by_email(EMAIL).id, workspace, "script")
+    finally:
+        store.close()
+    r = httpx.get(b.url + "/api/v1/memories", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert r.status_code == 410 and r.json()["error"]["code"] == "workspace_lost", r.text
