@@ -37,7 +37,7 @@ from engine.surface.connection import (
     HEADER_SCOPE as HEADER_SCOPE,
 )
 from engine.surface.connection import identity_of, may_call, per_connection_listing
-from engine.surface.notify import LogLevels, log, with_progress
+from engine.surface.notify import LogLevels, Request, log, with_progress
 
 INSTRUCTIONS = M.INSTRUCTIONS
 PROGRESS_INTERVAL_S = 1.0
@@ -52,11 +52,11 @@ def without_paths(text: str) -> str:
     return _SERVER_PATH.sub("<server path>", text)
 
 
-def caller_of(ctx: Context[Any, Any]) -> Caller:
+def caller_of(request: Request) -> Caller:
     """The identity the gateway put in its internal headers; self-reported client name otherwise."""
-    identity = identity_of(ctx.headers)
+    identity = identity_of(getattr(request.request, "headers", None))
     client_name = None
-    params = getattr(ctx.request_context.session, "client_params", None)
+    params = getattr(request.session, "client_params", None)
     if params is not None and params.client_info is not None:
         client_name = params.client_info.name
     return Caller(
@@ -142,20 +142,20 @@ def build_server(
     # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
     mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
 
-    async def work(ctx: Context[Any, Any], action: Callable[[], T]) -> T:
+    async def work(ctx: Context[Any, Any], request: Request, action: Callable[[], T]) -> T:
         try:
-            return await with_progress(ctx, lambda: run(action), progress_interval)
+            return await with_progress(ctx, request, lambda: run(action), progress_interval)
         except ToolError as exc:
-            tool = (ctx.request_context.params or {}).get("name", "tool")
-            await log(levels, ctx, "info", f"{tool}: refused: {exc}")
+            tool = (request.params or {}).get("name", "tool")
+            await log(levels, request, "info", f"{tool}: refused: {exc}")
             raise
 
-    async def receipt_logged(ctx: Context[Any, Any], tool: str, receipt: Receipt) -> Receipt:
+    async def receipt_logged(request: Request, tool: str, receipt: Receipt) -> Receipt:
         level: LoggingLevel = "warning" if receipt.possible_duplicates else "info"
         said = f"{tool}: {receipt.action} {receipt.kind} {receipt.id}"
         if receipt.possible_duplicates:
             said += f" (possible duplicates: {', '.join(d.id for d in receipt.possible_duplicates)})"
-        await log(levels, ctx, level, said)
+        await log(levels, request, level, said)
         return receipt
 
     @mcp.tool(annotations=WRITE, description=M.REMEMBER)
@@ -170,14 +170,16 @@ def build_server(
         importance: M.Importance = None,
         source: M.Source = None,
     ) -> Receipt:
-        caller = caller_of(ctx)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
         receipt = await work(
             ctx,
+            request,
             lambda: served.the_memory().remember(
                 caller, statement, subject, predicate, object, scope, tags, importance, source
             ),
         )
-        return await receipt_logged(ctx, "remember", receipt)
+        return await receipt_logged(request, "remember", receipt)
 
     @mcp.tool(annotations=WRITE, description=M.SAVE_MEMORY)
     async def save_memory(
@@ -189,22 +191,27 @@ def build_server(
         scope: M.Scope = None,
         source: M.Source = None,
     ) -> Receipt:
-        caller = caller_of(ctx)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
         receipt = await work(
             ctx,
+            request,
             lambda: served.the_memory().save_memory(
                 caller, subject, predicate, object, statement, scope, source
             ),
         )
-        return await receipt_logged(ctx, "save_memory", receipt)
+        return await receipt_logged(request, "save_memory", receipt)
 
     @mcp.tool(annotations=APPEND, description=M.REMEMBER_NOTE)
     async def remember_note(
         text: M.LogText, ctx: Context[Any, Any], date: M.Day = None, source: M.Source = None
     ) -> Receipt:
-        caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: served.the_memory().remember_note(caller, text, date, source))
-        return await receipt_logged(ctx, "remember_note", receipt)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
+        receipt = await work(
+            ctx, request, lambda: served.the_memory().remember_note(caller, text, date, source)
+        )
+        return await receipt_logged(request, "remember_note", receipt)
 
     @mcp.tool(annotations=READ, description=M.RETRIEVE_MEMORY)
     async def retrieve_memory(
@@ -216,9 +223,11 @@ def build_server(
         include_history: M.IncludeHistory = False,
         as_of: M.AsOf = None,
     ) -> Retrieved:
-        caller = caller_of(ctx)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
         return await work(
             ctx,
+            request,
             lambda: served.the_memory().retrieve(
                 caller, subject, predicate, id, scope, include_history, as_of
             ),
@@ -226,15 +235,17 @@ def build_server(
 
     @mcp.tool(annotations=WRITE, description=M.RETIRE_MEMORY)
     async def retire_memory(id: M.MemoryId, ctx: Context[Any, Any], reason: M.Reason = None) -> Receipt:
-        caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: served.the_memory().retire(caller, id, reason))
-        return await receipt_logged(ctx, "retire_memory", receipt)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
+        receipt = await work(ctx, request, lambda: served.the_memory().retire(caller, id, reason))
+        return await receipt_logged(request, "retire_memory", receipt)
 
     @mcp.tool(annotations=WRITE, description=M.RESTORE_MEMORY)
     async def restore_memory(id: M.MemoryId, ctx: Context[Any, Any]) -> Receipt:
-        caller = caller_of(ctx)
-        receipt = await work(ctx, lambda: served.the_memory().restore(caller, id))
-        return await receipt_logged(ctx, "restore_memory", receipt)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
+        receipt = await work(ctx, request, lambda: served.the_memory().restore(caller, id))
+        return await receipt_logged(request, "restore_memory", receipt)
 
     @mcp.tool(annotations=READ, description=M.GET_CONTEXT)
     async def get_context(
@@ -247,13 +258,14 @@ def build_server(
         recall = served.recall
         if recall is None:
             raise ToolError("get_context is not available: this engine runs without an index [not_built]")
-        caller = caller_of(ctx)
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
         reply = await work(
-            ctx, lambda: recall.get_context(caller, query, scope, max_tokens, include_archived)
+            ctx, request, lambda: recall.get_context(caller, query, scope, max_tokens, include_archived)
         )
         await log(
             levels,
-            ctx,
+            request,
             "debug",
             f"get_context: {reply['retrieval']} retrieval, {len(reply['facts'])} facts, "
             f"{len(reply['notes'])} notes, {reply['tokens']} tokens, {reply['dropped']['count']} dropped",
@@ -261,7 +273,7 @@ def build_server(
         if query and reply["retrieval"] == "keyword":
             await log(
                 levels,
-                ctx,
+                request,
                 "notice",
                 "get_context: matched by words only (meaning search is off or building)",
             )
@@ -272,8 +284,9 @@ def build_server(
         recall = served.recall
         if recall is None:
             raise ToolError("memory_status is not available: this engine runs without an index [not_built]")
-        caller = caller_of(ctx)
-        status = await work(ctx, lambda: status_of(recall, caller))
+        request = ctx.request_context  # once: see engine.surface.notify.Request
+        caller = caller_of(request)
+        status = await work(ctx, request, lambda: status_of(recall, caller))
         return _structured(client_status(status))
 
     return mcp
