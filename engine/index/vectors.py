@@ -170,7 +170,8 @@ class VectorMatrix:
         k = min(k, len(rows))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         order = top[np.lexsort((ids[rows[top]], -scores[top]))]
-        return [(int(ids[rows[i]]), float(scores[i])) for i in order if ids[rows[i]] >= 0]
+        found, cosines = ids[rows[order]].tolist(), scores[order].tolist()  # as Python ints / floats
+        return [(r, c) for r, c in zip(found, cosines, strict=True) if r >= 0]
 
     def cosines(self, query: Array, rowids: Sequence[int]) -> dict[int, float]:
         """Cosine similarity of ``query`` to each of ``rowids`` that has a vector."""

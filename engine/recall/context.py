@@ -201,8 +201,15 @@ class Recall:
         hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 
-    def facts(self, query: Query, qvec: np.ndarray[Any, Any] | None, scope: str | None) -> list[FactHit]:
-        """The best-matching current facts (newest first without a query), scope rule applied."""
+    def facts(
+        self,
+        query: Query,
+        qvec: np.ndarray[Any, Any] | None,
+        scope: str | None,
+        keyword: list[tuple[int, float]] | None = None,
+    ) -> list[FactHit]:
+        """The best-matching current facts (newest first without a query), scope rule applied.
+        ``keyword``: :meth:`fact_keywords` for ``query``, if already searched."""
         found: list[FactHit] = []
         if query.empty:
             limit = self.settings.facts_without_query
@@ -210,7 +217,7 @@ class Recall:
             found = [FactHit(r, 1.0, 1.0) for r in rows]
         else:
             limit = self.settings.facts_for_query
-            keyword = self.db.fts("facts", query.fts, FACT_WEIGHTS, 50)  # small rows: bm25 is cheap
+            keyword = self.fact_keywords(query) if keyword is None else keyword
             nearest = self.db.knn("facts", qvec, 50) if qvec is not None else []
             near, bm25 = dict(nearest), dict(keyword)
             wanted = [r for r, _ in keyword] + [r for r, c in nearest if c >= self.settings.fact_min_cosine]
@@ -231,6 +238,10 @@ class Recall:
             twins = self.db.facts_by_memory(counterparts([h.row for h in found], scope))
             found = scope_rule(found, scope, twins)
         return found[:limit]
+
+    def fact_keywords(self, query: Query) -> list[tuple[int, float]]:
+        """The facts' keyword matches, ``(rowid, bm25)``: small rows, bm25 over all of them."""
+        return self.db.fts("facts", query.fts, FACT_WEIGHTS, 50) if not query.empty else []
 
     # -- get_context -------------------------------------------------------------------------------
 
@@ -257,8 +268,9 @@ class Recall:
         parsed = parse_query(query)
         known = self._known_names(parsed)
         qvec = self._start_embedding(parsed, known)
+        fact_keywords = self.fact_keywords(parsed)  # needs no vector: searched while it is made
         searched = self._search(parsed, scope, archived, None, qvec, known)
-        facts = self.facts(parsed, qvec(), scope)
+        facts = self.facts(parsed, qvec(), scope, fact_keywords)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
         if not parsed.empty and not relevant:

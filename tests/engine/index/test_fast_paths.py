@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.index import reads
 from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
-from engine.index.schema import CHUNK_WEIGHTS
+from engine.index.schema import CHUNK_SELECT, CHUNK_WEIGHTS, ChunkRow, marks
 from engine.index.vectors import VectorMatrix
 from tests.engine.index.helpers import CALLER, engine
 
@@ -116,3 +117,41 @@ def test_index_reads_agree_with_sqlite_vec_and_fts5(tmp_path: Path) -> None:
         marmots = [r for r, _ in reference][: len(found)]
         assert {r for r, _ in found} == set(marmots)  # the full query ranks exactly these first
         assert db.exists("chunks", '"kestrel"') and not db.exists("chunks", '"nowhere"')
+
+
+def test_kept_rows_and_name_lookups_follow_every_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunk rows and ``exists`` answers are kept between writes (engine/index/reads.py): what
+    they give is always what SQLite gives now, and the rows kept stay within ``ROW_CACHE``."""
+    with engine(tmp_path) as e:
+        receipts = [e.memory.remember(CALLER, f"Note {i}: the kestrel nests by the quarry") for i in range(6)]
+        e.settle()
+        db = e.indexer.db.reader
+
+        def fresh(ids: list[int]) -> dict[int, ChunkRow]:
+            sql = f"{CHUNK_SELECT} WHERE id IN ({marks(len(ids))})"
+            with db.lock:
+                return {int(r[0]): ChunkRow(*r) for r in db.db.execute(sql, tuple(ids))}
+
+        ids = sorted(fresh(list(range(1, 100))))
+        asked = [ids[3], 999_999, ids[0], ids[3], *ids]  # unordered, repeated, one missing
+        assert db.chunk_rows(asked) == fresh(ids) and list(db.chunk_rows(asked)) == ids
+        assert db.chunk_rows(ids) == fresh(ids)  # from what was kept
+        assert [r.state for r in db.chunk_rows(ids).values() if r.memory == receipts[0].id] == ["live"]
+        assert not db.exists("chunks", '"walrus"')
+
+        e.memory.remember(CALLER, "A walrus hauled out by the quarry")
+        e.memory.retire(CALLER, receipts[0].id)
+        e.settle()
+        now = sorted(fresh(list(range(1, 100))))
+        assert now != ids and db.chunk_rows(now) == fresh(now) and db.chunk_rows(ids) == fresh(ids)
+        kept_then = [r for r in db.chunk_rows(now).values() if r.memory == receipts[0].id]
+        assert all(r.state != "live" for r in kept_then)  # the row kept before the retire is not served
+        assert db.exists("chunks", '"walrus"')
+
+        monkeypatch.setattr(reads, "ROW_CACHE", 3)
+        db.db.execute("UPDATE chunks SET importance = importance")  # a write: nothing kept is used
+        assert db.chunk_rows(now) == fresh(now) and len(db._rows[1]) <= 3
+        assert db.chunk_rows(now[:2]) == fresh(now[:2]) and len(db._rows[1]) == 2
+        assert db.chunk_rows(now[2:4]) == fresh(now[2:4]) and len(db._rows[1]) <= 3
