@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Response, expect
 
 from tests.gateway.cluster.test_pages_across_nodes import Pair
 from tests.gateway.e2e import wait_for
@@ -64,6 +64,22 @@ def _sign_in(page: Page, url: str) -> None:
     page.wait_for_url(url + "/")
 
 
+def _goto_until(page: Page, url: str, status: int) -> Response:
+    """Load ``url`` until it answers ``status``: a node reads a workspace's placement again at most
+    half a second after it last did (``gateway/cluster/router.py`` ``TTL_S``), so a change made in
+    the control plane shows within that (bounded wait, no fixed sleep)."""
+    answers: list[Response] = []
+
+    def answered() -> bool:
+        answer = page.goto(url)
+        assert answer is not None
+        answers.append(answer)
+        return answer.status == status
+
+    wait_for(answered, timeout=15, what=f"{url} to answer {status}")
+    return answers[-1]
+
+
 def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pair, page: Page) -> None:
     workspace, _ = pair.owner_on_c(EMAIL)
     b = pair.nodes["node-b"]
@@ -87,8 +103,8 @@ def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pa
     store = pair.store()
     try:
         move = store.begin_move(workspace, "node-c", "node-b", now=time.time(), timeout=120)
-        answer = page.goto(b.url + "/workspace")
-        assert answer is not None and answer.status == 503 and int(answer.headers["retry-after"]) >= 1
+        answer = _goto_until(page, b.url + "/workspace", 503)
+        assert int(answer.headers["retry-after"]) >= 1
         expect(page.get_by_role("heading", level=1)).to_have_text("This workspace is being restored")
         expect(page.get_by_role("status")).to_contain_text("try again in")
         page.goto(b.url + "/")
@@ -97,8 +113,7 @@ def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pa
         assert store.abort_move(move, now=time.time(), reason="test: abandoned")
     finally:
         store.close()
-    answer = page.goto(b.url + "/workspace")
-    assert answer is not None and answer.status == 410
+    _goto_until(page, b.url + "/workspace", 410)
     expect(page.get_by_role("heading", level=1)).to_have_text("This workspace's server was lost")
 
     # a program gets the same refusal as JSON (the page is for a browser only)
