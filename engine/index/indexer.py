@@ -351,6 +351,11 @@ class Indexer:
         else:
             self._reindex_item(memory_id)
         if memory_id in self.ws.deleted:
+            # a session's text holds its members' words until it is refreshed (the background
+            # thread does that a moment later): refresh now, so the purge leaves no copy behind
+            while keys := self.db.dirty_groups(_BATCH):
+                for key in keys:
+                    self.db.refresh_group(key)
             self.db.purge()
             self._forget_cached()
         self._wake.set()
