@@ -353,9 +353,7 @@ class Indexer:
         if memory_id in self.ws.deleted:
             # a session's text holds its members' words until it is refreshed (the background
             # thread does that a moment later): refresh now, so the purge leaves no copy behind
-            while keys := self.db.dirty_groups(_BATCH):
-                for key in keys:
-                    self.db.refresh_group(key)
+            self._refresh_sessions(until_none_left=True)
             self.db.purge()
             self._forget_cached()
         self._wake.set()
@@ -528,9 +526,18 @@ class Indexer:
         done = 0
         if self.db.vectors and self.status is not None and self.status.ready:
             done += self._embed("chunks") + self._embed("facts")
-        for key in self.db.dirty_groups(_BATCH):
-            self.db.refresh_group(key)
-            done += 1
+        return done + self._refresh_sessions(until_none_left=False)
+
+    def _refresh_sessions(self, *, until_none_left: bool) -> int:
+        """Refresh the text of sessions whose members changed, a batch of :data:`_BATCH` at a time:
+        one batch, or batches ``until_none_left``; returns how many were refreshed."""
+        done = 0
+        while keys := self.db.dirty_groups(_BATCH):
+            for key in keys:
+                self.db.refresh_group(key)
+            done += len(keys)
+            if not until_none_left:
+                break
         return done
 
     def _work(self) -> None:
