@@ -208,6 +208,11 @@ class MoveEndpoints:
     def staging(self, workspace_id: str) -> Path:
         return self.root / f".incoming-{workspace_id}"
 
+    def receiving(self, workspace_id: str) -> Path:
+        """Where a restored file is written until its SHA-256 is checked: beside the staging folder,
+        not in it, so that no name a backup may hold can clash with it."""
+        return self.root / f".incoming-{workspace_id}.receiving"
+
     def placement_here(self, placement: Placement | None) -> bool:
         return placement is not None and placement.node == self.link.here and placement.moving_to is None
 
@@ -288,8 +293,9 @@ class MoveEndpoints:
                 raise Forbidden(problem)
             await self.supervisor.retire(workspace_id)
             data_dir, staging = self.supervisor.config.data_dir, self.staging(workspace_id)
+            receiving = self.receiving(workspace_id)
 
-            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging)
+            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging, receiving)
             self.link.router.unhold(workspace_id)
         logs.event(
             self._log, logging.INFO, "workspace.copy_erased", workspace=workspace_id, failed=len(failed)
@@ -309,6 +315,7 @@ class MoveEndpoints:
         folder, staging = self.folder(workspace_id), self.staging(workspace_id)
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
+        await anyio.to_thread.run_sync(lambda: self.receiving(workspace_id).unlink(missing_ok=True))
         self.link.router.unhold(workspace_id)
 
     async def tend(self) -> None:
@@ -341,7 +348,8 @@ class MoveEndpoints:
         async with self.lock(workspace_id):
             await self.supervisor.retire(workspace_id)
             data_dir, staging = self.supervisor.config.data_dir, self.staging(workspace_id)
-            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging)
+            receiving = self.receiving(workspace_id)
+            failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging, receiving)
         if not failed:
             await off_loop(self.journal.forget_lost_copy, here, workspace_id)
         logs.event(

@@ -82,7 +82,8 @@ class RestoreEndpoints:
                 raise AlreadyExists(
                     f"node {self.moves.link.here!r} already has a folder for workspace {workspace_id}"
                 )
-            await anyio.to_thread.run_sync(lambda: _fresh(staging))
+            receiving = self.moves.receiving(workspace_id)
+            await anyio.to_thread.run_sync(lambda: _fresh(staging, receiving))
         return JSONResponse({"staging": workspace_id, "node": self.moves.link.here})
 
     async def file(self, request: Request) -> Response:
@@ -96,7 +97,7 @@ class RestoreEndpoints:
             staging = self.moves.staging(workspace_id)
             if not staging.is_dir():
                 raise BadRequest("begin the restore first (POST …/restore/begin)")
-            size = await _receive(request, staging, path, declared)
+            size = await _receive(request, staging, self.moves.receiving(workspace_id), path, declared)
         return JSONResponse({"stored": path, "size": size})
 
     async def settle(self, request: Request) -> Response:
@@ -120,20 +121,16 @@ class RestoreEndpoints:
         return JSONResponse({"manifest": manifest.to_json(found)})
 
 
-def _fresh(staging: Path) -> None:
+def _fresh(staging: Path, receiving: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
+    receiving.unlink(missing_ok=True)  # a file half-received when an earlier attempt was killed
     staging.mkdir(parents=True)
 
 
-#: Where a file being received is written, inside the staging folder, until its SHA-256 is checked.
-RECEIVING = ".almanac-receiving"
-
-
-async def _receive(request: Request, staging: Path, path: str, declared: str) -> int:
-    """Stream the request's body into ``staging/path``, written in pieces of at most
-    :data:`~gateway.cluster.backups.CHUNK` bytes and hashed as it arrives; refused (nothing kept)
-    unless its SHA-256 is the one declared (and signed)."""
-    partial = staging / RECEIVING
+async def _receive(request: Request, staging: Path, partial: Path, path: str, declared: str) -> int:
+    """Stream the request's body into ``partial``, written in pieces of at most
+    :data:`~gateway.cluster.backups.CHUNK` bytes and hashed as it arrives, then move it to
+    ``staging/path``; refused (nothing kept) unless its SHA-256 is the one declared (and signed)."""
     out = await anyio.to_thread.run_sync(partial.open, "wb")
     digest, size, pending = hashlib.sha256(), 0, bytearray()
     try:

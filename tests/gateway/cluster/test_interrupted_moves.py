@@ -20,7 +20,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -32,7 +31,8 @@ from gateway.cluster import signing
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
-from tests.gateway.cluster.test_three_nodes import SECRET, Cluster, _call
+from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, files_containing, wait_for
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_pages import PASSWORD
@@ -50,15 +50,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("moves"), {})
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(found.start, ("node-a", "node-b")))
+    with running(
+        Cluster(postgres.create_database(), tmp_path_factory.mktemp("moves"), {}), ("node-a", "node-b")
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 def _owner_on_a(cluster: Cluster, email: str) -> tuple[str, str]:

@@ -18,13 +18,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
+from tests.gateway.cluster.nodes import Cluster, running
 from tests.gateway.cluster.test_interrupted_moves import (
     MOVE_TIMEOUT,
     _all_served,
@@ -34,7 +34,7 @@ from tests.gateway.cluster.test_interrupted_moves import (
     _write,
 )
 from tests.gateway.cluster.test_recovery import _heard_from, _lost, _owner_on
-from tests.gateway.cluster.test_three_nodes import Cluster, _call
+from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, wait_for
 from tests.pg import PostgresServer
 
@@ -50,15 +50,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("restores"), {})
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(found.start, ("node-a", "node-c")))
+    with running(
+        Cluster(postgres.create_database(), tmp_path_factory.mktemp("restores"), {}), ("node-a", "node-c")
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 def _restore_args(backup: Path) -> list[str]:
@@ -148,6 +143,7 @@ async def test_a_restore_killed_half_way_is_refused_meanwhile_abandoned_or_calle
     abandoned = _almanac(a, "workspace", "restore", "default", "--owner", EMAIL, "--abandon")
     assert abandoned.returncode == 0 and "it is lost" in abandoned.stderr, abandoned.stderr
     assert _lost(_call(a, token)) and not staging.exists() and not folder.exists()
+    assert not staging.with_name(staging.name + ".receiving").exists()  # nor a half-received file
     assert _last_move(cluster, workspace)[0] == "discarded"
     again = _almanac(a, "workspace", "restore", "default", "--owner", EMAIL, "--abandon")
     assert again.returncode == 1 and "no restore" in again.stderr, again.stderr

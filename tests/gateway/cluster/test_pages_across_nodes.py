@@ -14,14 +14,11 @@ import signal
 import time
 import zipfile
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import psycopg
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -30,7 +27,8 @@ from gateway.cluster import signing
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
-from tests.gateway.e2e import Gateway, files_containing, start_gateway, wait_for
+from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.e2e import Gateway, files_containing, wait_for
 from tests.gateway.web.browser import launch
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_account import sign_in
@@ -40,32 +38,11 @@ from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.req("run:scale-out")]
 
-SECRET = "cluster-secret-" + "p" * 40
 EMAIL = "pia@example.com"
 
 
-@dataclass
-class Pair:
-    url: str  # the control plane
-    root: Path
-    nodes: dict[str, Gateway]
-
-    def start(self, name: str) -> Gateway:
-        node = start_gateway(
-            self.root / name,
-            self.root / f"{name}.log",
-            database_url=self.url,
-            node=name,
-            advertise_url="http://127.0.0.1:0",
-            cluster_secret=SECRET,
-            node_heartbeat_interval="0.2",
-            placement_lease="2",
-            retry_after="1",
-            engine_warm_spare="false",
-            engine_start_timeout="60",
-        )
-        self.nodes[name] = node
-        return node
+class Pair(Cluster):
+    """Two nodes (B, where owners sign in; C, holding their workspaces) and the control plane."""
 
     def store(self) -> ControlPlane:
         return ControlPlane.connect(self.url, self.root / "unused.db")
@@ -82,10 +59,6 @@ class Pair:
             store.close()
         return workspace.id, token
 
-    def rows(self, sql: str, *params: object) -> list[tuple[object, ...]]:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            return list(conn.execute(sql.encode(), params).fetchall())
-
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
@@ -94,15 +67,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def pair(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    found = Pair(postgres.create_database(), tmp_path_factory.mktemp("pair"), {})
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(found.start, ("node-b", "node-c")))
+    with running(
+        Pair(postgres.create_database(), tmp_path_factory.mktemp("pair"), {}), ("node-b", "node-c")
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -31,6 +30,7 @@ from gateway.cluster.mover import NodeCalls
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import MoveFailed
+from tests.gateway.cluster.nodes import SECRET, Cluster, running
 from tests.gateway.cluster.test_interrupted_moves import (
     _all_served,
     _almanac,
@@ -42,7 +42,7 @@ from tests.gateway.cluster.test_interrupted_moves import (
     _run,
     _write,
 )
-from tests.gateway.cluster.test_three_nodes import SECRET, Cluster, _call
+from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, files_containing, wait_for
 from tests.gateway.web.test_pages import PASSWORD
 from tests.pg import PostgresServer
@@ -57,15 +57,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("recovery"), {})
-    try:
-        with ThreadPoolExecutor(3) as pool:
-            list(pool.map(found.start, ("node-a", "node-b", "node-c")))
+    with running(
+        Cluster(postgres.create_database(), tmp_path_factory.mktemp("recovery"), {}),
+        ("node-a", "node-b", "node-c"),
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 def _stale(cluster: Cluster, workspace: str) -> list[str]:
@@ -255,6 +251,8 @@ async def test_a_lost_node_s_workspaces_are_refused_until_restored_from_a_backup
     shutil.copytree(
         _folder(cluster, "node-c", hal), backup, ignore=shutil.ignore_patterns(".index", ".cache", "*.lock")
     )
+    # a file of the owner's whose name was once the receiver's temporary file: restored like any other
+    (backup / ".almanac-receiving").write_text("kept as it is\n")
     await _write(a, hal_token, ["hal logs the squall after the backup"])  # on node-c's disk only
     # node-c is running: declaring it lost is refused
     early = _almanac(b, "node", "lost", "node-c", "--confirm")

@@ -21,15 +21,15 @@ import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.gateway.cluster.nodes import Cluster, running
 from tests.gateway.cluster.test_interrupted_moves import _all_served, _almanac, _at, _env, _run, _write
 from tests.gateway.cluster.test_recovery import _heard_from, _lost, _owner_on
-from tests.gateway.cluster.test_three_nodes import Cluster, _call
+from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, wait_for
 from tests.pg import PostgresServer
 
@@ -46,15 +46,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("sources"), {})
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(found.start, ("node-a", "node-c")))
+    with running(
+        Cluster(postgres.create_database(), tmp_path_factory.mktemp("sources"), {}), ("node-a", "node-c")
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 def _download_export(node: Gateway, token: str, target: Path) -> Path:

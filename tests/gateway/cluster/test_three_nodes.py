@@ -8,16 +8,11 @@ acknowledged write. The nodes are started once for the module."""
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 import httpx
-import psycopg
 import pytest
 
 from gateway.cluster import signing
@@ -25,60 +20,14 @@ from gateway.cluster.forward import INTERNAL_MCP_PATH
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
 from gateway.errors import BadRequest
-from tests.gateway.e2e import Gateway, connect, data, files_containing, start_gateway, wait_for
+from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.e2e import Gateway, connect, data, files_containing, wait_for
 from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-SECRET = "cluster-secret-" + "x" * 40
 NAMES = ("node-a", "node-b", "node-c")
 ACCEPT = "application/json, text/event-stream"
-
-
-@dataclass
-class Cluster:
-    url: str  # the control plane
-    root: Path
-    nodes: dict[str, Gateway]
-
-    def start(self, name: str) -> Gateway:
-        node = start_gateway(
-            self.root / name,
-            self.root / f"{name}.log",
-            database_url=self.url,
-            node=name,
-            advertise_url="http://127.0.0.1:0",
-            cluster_secret=SECRET,
-            node_heartbeat_interval="0.2",
-            placement_lease="2",
-            retry_after="1",
-            engine_warm_spare="false",
-            engine_start_timeout="60",  # a loaded CI machine: a refusal here would test nothing
-        )
-        self.nodes[name] = node
-        return node
-
-    def kill(self, name: str) -> None:
-        """SIGKILL the node (its engines exit with it): no goodbye, no graceful stop."""
-        node = self.nodes[name]
-        node.proc.send_signal(signal.SIGKILL)
-        node.proc.wait(timeout=30)
-        node.reader.join(timeout=10)
-        assert node.proc.stdout is not None
-        node.proc.stdout.close()
-
-    def rows(self, sql: str, *params: object) -> list[tuple[object, ...]]:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            return list(conn.execute(sql.encode(), params).fetchall())
-
-    def node_of(self, workspace_id: str) -> str:
-        return str(self.rows("SELECT node FROM placements WHERE workspace_id = %s", workspace_id)[0][0])
-
-    def workspace_id(self, email: str) -> str:
-        found = self.rows(
-            "SELECT w.id FROM workspaces w JOIN owners o ON o.id = w.owner_id WHERE o.email = %s", email
-        )
-        return str(found[0][0])
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +37,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = Cluster(postgres.create_database(), tmp_path_factory.mktemp("cluster"), {})
-    try:
-        with ThreadPoolExecutor(len(NAMES)) as pool:  # three starts at once: the test's wall time
-            list(pool.map(found.start, NAMES))
+    with running(Cluster(postgres.create_database(), tmp_path_factory.mktemp("cluster"), {}), NAMES) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 INITIALIZE = {

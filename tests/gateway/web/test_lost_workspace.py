@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from playwright.sync_api import Page, Response, expect
 
+from tests.gateway.cluster.nodes import running
 from tests.gateway.cluster.test_pages_across_nodes import Pair
 from tests.gateway.e2e import wait_for
 from tests.gateway.web.test_pages import PASSWORD
@@ -30,15 +30,10 @@ EMAIL = "uma@example.com"
 
 @pytest.fixture(scope="module")
 def pair(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    found = Pair(postgres.create_database(), tmp_path_factory.mktemp("lost-pages"), {})
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(found.start, ("node-b", "node-c")))
+    with running(
+        Pair(postgres.create_database(), tmp_path_factory.mktemp("lost-pages"), {}), ("node-b", "node-c")
+    ) as found:
         yield found
-    finally:
-        for node in found.nodes.values():
-            if node.proc.poll() is None:
-                node.stop()
 
 
 def _lose_node_c(pair: Pair) -> None:

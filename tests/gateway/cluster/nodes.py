@@ -1,0 +1,81 @@
+"""Real ``almanac serve`` nodes on loopback sharing one real PostgreSQL control plane: what every
+cluster test starts (each node with its own data directory and log), and stops at the end."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+
+from tests.gateway.e2e import Gateway, start_gateway
+
+SECRET = "cluster-secret-" + "x" * 40
+
+
+@dataclass
+class Cluster:
+    url: str  # the control plane
+    root: Path
+    nodes: dict[str, Gateway]
+
+    def start(self, name: str) -> Gateway:
+        node = start_gateway(
+            self.root / name,
+            self.root / f"{name}.log",
+            database_url=self.url,
+            node=name,
+            advertise_url="http://127.0.0.1:0",
+            cluster_secret=SECRET,
+            node_heartbeat_interval="0.2",
+            placement_lease="2",
+            retry_after="1",
+            engine_warm_spare="false",
+            engine_start_timeout="60",  # a loaded CI machine: a refusal here would test nothing
+        )
+        self.nodes[name] = node
+        return node
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node (its engines exit with it): no goodbye, no graceful stop."""
+        node = self.nodes[name]
+        node.proc.send_signal(signal.SIGKILL)
+        node.proc.wait(timeout=30)
+        node.reader.join(timeout=10)
+        assert node.proc.stdout is not None
+        node.proc.stdout.close()
+
+    def rows(self, sql: str, *params: object) -> list[tuple[object, ...]]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return list(conn.execute(sql.encode(), params).fetchall())
+
+    def node_of(self, workspace_id: str) -> str:
+        return str(self.rows("SELECT node FROM placements WHERE workspace_id = %s", workspace_id)[0][0])
+
+    def workspace_id(self, email: str) -> str:
+        found = self.rows(
+            "SELECT w.id FROM workspaces w JOIN owners o ON o.id = w.owner_id WHERE o.email = %s", email
+        )
+        return str(found[0][0])
+
+
+C = TypeVar("C", bound=Cluster)
+
+
+@contextmanager
+def running(cluster: C, names: Sequence[str]) -> Iterator[C]:
+    """``cluster`` with the nodes ``names`` started at once (a module fixture then waits for the
+    slowest start, not their sum); every node still running is stopped at the end."""
+    try:
+        with ThreadPoolExecutor(len(names)) as pool:
+            list(pool.map(cluster.start, names))
+        yield cluster
+    finally:
+        for node in cluster.nodes.values():
+            if node.proc.poll() is None:
+                node.stop()
