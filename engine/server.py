@@ -61,6 +61,7 @@ from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
+from engine.surface.direct import Direct
 from engine.surface.lean import Lean
 from engine.surface.notify import TOOL_THREADS
 from engine.surface.replies import Replies
@@ -238,7 +239,7 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: 
     server = mcp._lowlevel_server
     streaming = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY)
     single = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY, json_response=True)
-    replies = Replies(streaming, single, Lean(server, SOCKET_SECURITY) if lean else None)
+    replies = Replies(streaming, single, Lean(server, SOCKET_SECURITY, Direct(mcp)) if lean else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -46,6 +46,8 @@ from mcp_types import JSONRPCError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engine.surface.direct import Direct
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -68,8 +70,11 @@ class Plain:
 class Lean:
     """Checks and answers plain requests for one server; :meth:`answer` returns False for the rest."""
 
-    def __init__(self, server: Server[Any], security: TransportSecuritySettings) -> None:
+    def __init__(
+        self, server: Server[Any], security: TransportSecuritySettings, direct: Direct | None = None
+    ) -> None:
         self.server = server
+        self.direct = direct  # answers plain calls of the server's own tools (engine.surface.direct)
         self.security = TransportSecurityMiddleware(security)
         self._annotated: dict[str, tuple[object, bool]] = {}  # tool → (its schema, has Mcp-Param annotations)
 
@@ -132,6 +137,17 @@ class Lean:
         if isinstance(plain, Response):
             await plain(scope, receive, send)
             return True
+        if self.direct is not None and plain.method == "tools/call":
+            try:
+                result = await self.direct.call(
+                    plain.request_id, plain.params, plain.route.protocol_version, request, lifespan_state
+                )
+            except Exception as exc:
+                await write_error(send, plain.request_id, exc)
+                return True
+            if result is not None:
+                await write(send, _OK, {"jsonrpc": "2.0", "id": plain.request_id, "result": result})
+                return True
         route = plain.route
         connection = Connection.from_envelope(
             route.protocol_version, route.client_info, route.client_capabilities
@@ -153,12 +169,17 @@ class Lean:
                 lifespan_state=lifespan_state,
             )
         except Exception as exc:
-            error = JSONRPCError(jsonrpc="2.0", id=plain.request_id, error=modern_error_data(exc))
-            reply = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-            await write(send, ERROR_CODE_HTTP_STATUS.get(error.error.code, _OK), reply)
+            await write_error(send, plain.request_id, exc)
             return True
         await write(send, _OK, {"jsonrpc": "2.0", "id": plain.request_id, "result": result})
         return True
+
+
+async def write_error(send: Send, request_id: int | str, exc: Exception) -> None:
+    """The JSON-RPC error the SDK's entry writes for what its dispatch raised."""
+    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
+    reply = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+    await write(send, ERROR_CODE_HTTP_STATUS.get(error.error.code, _OK), reply)
 
 
 async def write(send: Send, status: int, reply: Mapping[str, Any]) -> None:

@@ -89,9 +89,168 @@ PLAIN: list[tuple[str, Any, dict[str, str]]] = [
     ("a write on a read-only connection", call("remember", {"statement": "x"}), {"x_almanac_read_only": "1"}),
     ("a tool error", call("retire_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"}), {}),
     ("an unknown tool", call("forget_everything", {}), {}),
+    ("an unknown tool, read-only connection", call("forget_everything", {}), {"x_almanac_read_only": "1"}),
     ("bad arguments", call("remember", {"statement": 5, "importance": "high"}), {}),
     ("a missing argument", call("save_memory", {"subject": "fjord"}), {}),
     ("arguments not an object", call("remember", ["x"]), {}),
+    # every argument of every tool, and what the SDK's own argument model does with them
+    (
+        "remember, every argument, non-ASCII",
+        call(
+            "remember",
+            {
+                "statement": 'Zoë\'s café — naïve 日本 \u2028 "quoted"',
+                "subject": "café",
+                "predicate": "owner",
+                "object": "Zoë",
+                "scope": "project:fjord",
+                "tags": ["kelp", "ü"],
+                "importance": 0.95,
+                "source": "nightly-agent",
+            },
+        ),
+        {"x_almanac_connection": "contract%20agent", "x_almanac_connection_id": "conn-1"},
+    ),
+    (
+        "remember, tags as a JSON string (pre-parsed)",
+        call(
+            "remember",
+            {
+                "statement": "the kelp pipeline is frozen",
+                "tags": '["infra", "kelp"]',
+            },
+        ),
+        {},
+    ),
+    (
+        "remember, importance as a string number",
+        call(
+            "remember",
+            {
+                "statement": "the tide table is cached",
+                "importance": "0.5",
+            },
+        ),
+        {},
+    ),
+    ("remember, arguments null", call("remember", None), {}),
+    ("remember, no arguments at all", message("tools/call", {"name": "remember"}), {}),
+    ("remember, an unknown argument", call("remember", {"statement": "x", "colour": "teal"}), {}),
+    ("remember, too long", call("remember", {"statement": "x" * 4001}), {}),
+    ("remember, tags not a list", call("remember", {"statement": "x", "tags": 7}), {}),
+    ("remember, importance out of range", call("remember", {"statement": "x", "importance": 3}), {}),
+    ("remember, a bad scope", call("remember", {"statement": "x", "scope": "Not A Scope"}), {}),
+    (
+        "remember, pinned scope",
+        call("remember", {"statement": "pinned words"}),
+        {"x_almanac_scope": "team:a"},
+    ),
+    (
+        "save_memory, supersedes",
+        call(
+            "save_memory",
+            {
+                "subject": "fjord",
+                "predicate": "region",
+                "object": "us-east",
+                "statement": "moved",
+                "source": "ops",
+            },
+        ),
+        {},
+    ),
+    (
+        "save_memory, same value again",
+        call(
+            "save_memory",
+            {
+                "subject": "fjord",
+                "predicate": "region",
+                "object": "us-east",
+            },
+        ),
+        {},
+    ),
+    ("remember_note, bad date", call("remember_note", {"text": "x", "date": "14 March"}), {}),
+    ("remember_note, today", call("remember_note", {"text": "deploy window opens at 9"}), {}),
+    ("retrieve_memory, history", call("retrieve_memory", {"subject": "fjord", "include_history": True}), {}),
+    ("retrieve_memory, predicate", call("retrieve_memory", {"predicate": "region", "scope": None}), {}),
+    ("retrieve_memory, as_of", call("retrieve_memory", {"subject": "fjord", "as_of": "2020-01-01"}), {}),
+    ("retrieve_memory, bad as_of", call("retrieve_memory", {"subject": "fjord", "as_of": "yesterday"}), {}),
+    ("retrieve_memory, unknown id", call("retrieve_memory", {"id": "nte_01M8N16DE4023GQ7VE9X9A8VJT"}), {}),
+    ("retire_memory, bad id", call("retire_memory", {"id": "banana"}), {}),
+    ("restore_memory, unknown id", call("restore_memory", {"id": "fct_01M8N16DE4023GQ7VE9X9A8VJT"}), {}),
+    (
+        "get_context, every argument",
+        call(
+            "get_context",
+            {
+                "query": "fjord région?",
+                "scope": "project:fjord",
+                "max_tokens": 300,
+                "include_archived": True,
+            },
+        ),
+        {},
+    ),
+    ("get_context, budget too small", call("get_context", {"query": "fjord", "max_tokens": 5}), {}),
+    ("get_context, max_tokens a string", call("get_context", {"max_tokens": "lots"}), {}),
+    ("get_context, pinned scope", call("get_context", {"query": "fjord"}), {"x_almanac_scope": "team:a"}),
+    ("memory_status, an argument it does not take", call("memory_status", {"verbose": True}), {}),
+    ("a string id", call("get_context", {"query": "kelp"}, "abc-\u00e9"), {}),
+    ("a large id", call("get_context", {"query": "kelp"}, 2**53 + 1), {}),
+    (
+        "a trace context in _meta",
+        {
+            **call("get_context", {}),
+            "params": {
+                "name": "get_context",
+                "arguments": {},
+                "_meta": {**META, "traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
+            },
+        },
+        {},
+    ),
+    (
+        "params beyond name and arguments",
+        {
+            **call("get_context", {}),
+            "params": {
+                "name": "get_context",
+                "arguments": {},
+                "requestState": None,
+                "_meta": META,
+            },
+        },
+        {},
+    ),
+    (
+        "no client info in the envelope",
+        {
+            **call("get_context", {}),
+            "params": {
+                "name": "get_context",
+                "arguments": {},
+                "_meta": {k: v for k, v in META.items() if k != "io.modelcontextprotocol/clientInfo"},
+            },
+        },
+        {},
+    ),
+    (
+        "client info of the wrong shape",
+        {
+            **call("get_context", {}),
+            "params": {
+                "name": "get_context",
+                "arguments": {},
+                "_meta": {
+                    **META,
+                    "io.modelcontextprotocol/clientInfo": {"name": 5},
+                },
+            },
+        },
+        {},
+    ),
     ("an unknown method", message("resources/list", {}), {}),
     ("no such method at all", message("almanac/nothing", {}), {}),
     ("a loopback Origin", call("memory_status", {}), {"origin": "http://localhost:5173"}),
@@ -119,10 +278,11 @@ ODD: list[tuple[str, Any, dict[str, str]]] = [
 
 
 @contextlib.contextmanager
-def engines(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
-    """Lean and SDK-only engines over copies of one seeded workspace."""
+def engines(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client, list[str]]]:
+    """Lean and SDK-only engines over copies of one seeded workspace, and the seeded memories' ids."""
     seed, seed_sock = tmp_path / "seed", tmp_path / "seed.sock"
     off = ("--embedding-provider", "off")
+    ids: list[str] = []
     with socket_engine(seed, seed_sock, *off), client(seed_sock) as http:
         for sent in (
             call("remember", {"statement": "Ada owns the fjord deploy"}),
@@ -131,6 +291,7 @@ def engines(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
         ):
             reply = http.post("/mcp", content=body_of(sent), headers=headers_for(sent)).json()
             assert not reply["result"].get("isError"), reply
+            ids.append(reply["result"]["structuredContent"]["id"])
     shutil.copytree(seed, tmp_path / "lean")
     shutil.copytree(seed, tmp_path / "sdk")
     lean_sock, sdk_sock = tmp_path / "lean.sock", tmp_path / "sdk.sock"
@@ -140,7 +301,22 @@ def engines(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
         client(lean_sock) as lean,
         client(sdk_sock) as sdk,
     ):
-        yield lean, sdk
+        yield lean, sdk, ids
+
+
+def by_id(ids: list[str]) -> list[tuple[str, Any, dict[str, str]]]:
+    """Calls on the seeded memories (the same ids on both sides: copies of one workspace)."""
+    note, fact, log = ids
+    return [
+        ("retrieve_memory, by id", call("retrieve_memory", {"id": fact}), {}),
+        ("retire_memory", call("retire_memory", {"id": note, "reason": "superseded by the runbook"}), {}),
+        ("retire_memory, again", call("retire_memory", {"id": note}), {}),
+        ("retire_memory, read-only", call("retire_memory", {"id": fact}), {"x_almanac_read_only": "1"}),
+        ("restore_memory", call("restore_memory", {"id": note}), {}),
+        ("restore_memory, not retired", call("restore_memory", {"id": log}), {}),
+        ("retire_memory, a fact", call("retire_memory", {"id": fact}), {}),
+        ("retrieve_memory, a retired fact by id", call("retrieve_memory", {"id": fact}), {}),
+    ]
 
 
 @contextlib.contextmanager
@@ -201,8 +377,8 @@ def _settled_replies(
 
 @pytest.mark.req("engine:surface", "perf:gateway")
 def test_the_lean_path_answers_byte_for_byte_as_the_sdk(tmp_path: Path) -> None:
-    with engines(tmp_path) as (lean, sdk):
-        for what, sent, extra in PLAIN + ODD:
+    with engines(tmp_path) as (lean, sdk, ids):
+        for what, sent, extra in PLAIN + ODD + by_id(ids):
             content, headers = body_of(sent), headers_for(sent, **extra)
             if _reads_background_state(sent):
                 ours_seen, theirs_seen = _settled_replies(lean, sdk, content, headers)
