@@ -105,16 +105,30 @@ def test_evidence_ids_are_normalised() -> None:
 
 
 @pytest.mark.req("perf:context-small", "perf:context-large", "perf:write")
-def test_latency_bench_runs_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_latency_bench_runs_tiny(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(latency, "ROOT", tmp_path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "benchmarks.md").write_text("# Benchmarks\n\n## Gateway\nkept\n", encoding="utf-8")
     args = ["--queries", "20", "--small-notes", "3", "--small-chars", "3000", "--facts", "20"]
-    assert latency.main([*args, "--large-chunks", "200", "--write-docs"]) == 0
+    keep = ["--large-chunks", "200", "--keep", str(tmp_path / "keep")]
+    assert latency.main([*args, *keep, "--write-docs"]) == 0
     text = (tmp_path / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "## Gateway\nkept" in text and "get_context hybrid" in text and "remember" in text
     assert "| met? |" in text and "through the host embedder service" in text
     assert "20 of 20 replies identical" in text  # the fast hybrid path answers as the plain one
+    # remember at the large shape against the live shape, same embedder, with its ratio and target
+    ratio = re.search(
+        r"\| remember \(durable note \+ FTS rows\) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ≤ 2×", text
+    )
+    assert ratio is not None
+    live_ms, large_ms, times = map(float, ratio.groups())
+    assert times == pytest.approx(large_ms / live_ms, abs=0.01)
+    assert "built and indexed in" in text and (tmp_path / "keep" / "large" / ".index").is_dir()
+    capsys.readouterr()
+    assert latency.main([*args, *keep]) == 0  # the kept workspace is reused, not rebuilt
+    assert "kept from an earlier run" in capsys.readouterr().out
     large = latency.earlier_table(text, live=False)
     assert large is not None and "get_context keyword" in large[2]
     assert latency.main([*args, "--large-chunks", "0", "--write-docs"]) == 0
