@@ -98,13 +98,11 @@ class IndexReader:
             if not plan.terms or (informative_only and plan.uninformative):
                 return [], plan
             w = ", ".join(f"{x:g}" for x in weights)
-            where, args = f"{table}_fts MATCH ?", [_expression(plan.terms)]
-            if plan.window is not None:
-                sql = f"SELECT id FROM {table} ORDER BY id DESC LIMIT 1 OFFSET ?"
-                floor = self.db.execute(sql, (plan.window - 1,)).fetchall()
-                if floor:
-                    where += " AND rowid >= ?"
-                    args.append(floor[0][0])
+            where, args = f"{table}_fts MATCH ?", list[object]([_expression(plan.terms)])
+            floor = None if plan.window is None else self._newest_floor(table, plan.window)
+            if floor is not None:
+                where += " AND rowid >= ?"
+                args.append(floor)
             sql = (
                 f"SELECT rowid, bm25({table}_fts, {w}) AS s FROM {table}_fts WHERE {where} ORDER BY s LIMIT ?"
             )
@@ -122,10 +120,7 @@ class IndexReader:
         _, known, rows = cached
         missing = [t for t in terms if t not in known]
         if missing:
-            floor = None
-            if rows > DF_SAMPLE:
-                sql = f"SELECT id FROM {table} ORDER BY id DESC LIMIT 1 OFFSET ?"
-                floor = self.db.execute(sql, (DF_SAMPLE - 1,)).fetchall()[0][0]
+            floor = self._newest_floor(table, DF_SAMPLE) if rows > DF_SAMPLE else None
             for term in missing:
                 sql = f"SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?"
                 if floor is None:
@@ -153,15 +148,21 @@ class IndexReader:
                 args: list[Any] = []
                 if self._fts_rows("chunks") > DF_SAMPLE:
                     sql += " AND rowid >= ?"
-                    found = self.db.execute(
-                        "SELECT id FROM chunks ORDER BY id DESC LIMIT 1 OFFSET ?", (DF_SAMPLE - 1,)
-                    ).fetchall()
-                    args = [found[0][0]] if found else [0]
+                    args = [self._newest_floor("chunks", DF_SAMPLE) or 0]
                 quoted = _expression([term])
                 mentions = int(self.db.execute(sql, (quoted, *args)).fetchall()[0][0])
                 subject = int(self.db.execute(sql, (f"speaker : {quoted}", *args)).fetchall()[0][0])
                 known[term] = subject / mentions if mentions else 0.0
             return known[term]
+
+    def _newest_floor(self, table: str, n: int) -> int | None:
+        """The id of the ``n``-th newest row of ``table`` (None if it has fewer). Read from the
+        keyword index's per-row sizes (``<table>_fts_docsize``, one tiny row per row of ``table``,
+        same ids, kept in step by the triggers): stepping over the table's own rows, ≈ 2.4 KB
+        each, read a page per row — 49 ms for 8,000 rows at 100,000 chunks against 0.1 ms."""
+        sql = f"SELECT id FROM {table}_fts_docsize ORDER BY id DESC LIMIT 1 OFFSET ?"
+        found = self.db.execute(sql, (n - 1,)).fetchall()
+        return int(found[0][0]) if found else None
 
     def _fts_rows(self, table: str) -> int:
         """The row count FTS5's bm25 uses (the first varint of the table's 'averages' record)."""

@@ -155,3 +155,24 @@ def test_kept_rows_and_name_lookups_follow_every_write(
         assert db.chunk_rows(now) == fresh(now) and len(db._rows[1]) <= 3
         assert db.chunk_rows(now[:2]) == fresh(now[:2]) and len(db._rows[1]) == 2
         assert db.chunk_rows(now[2:4]) == fresh(now[2:4]) and len(db._rows[1]) <= 3
+
+
+def test_newest_floor_is_the_tables_own_nth_newest_id(tmp_path: Path) -> None:
+    """The keyword plan's window and the sampled term counts start at the ``n``-th newest row: read
+    from ``<table>_fts_docsize`` (tiny rows) it is the id the table itself gives, after inserts,
+    rewrites and deletes alike, and None past the last row."""
+    with engine(tmp_path) as e:
+        receipts = [e.memory.remember(CALLER, f"Note {i}: the kestrel nests by the quarry") for i in range(8)]
+        e.memory.remember(CALLER, "Dana works at the quarry", "Dana", "works at", "the quarry")
+        e.settle()
+        e.memory.retire(CALLER, receipts[2].id)
+        e.settle()
+        db = e.indexer.db.reader
+        with db.lock:
+            db.db.execute(
+                "DELETE FROM chunks WHERE id IN (SELECT id FROM chunks ORDER BY id LIMIT 1 OFFSET 3)"
+            )
+            for table in ("chunks", "facts", "groups"):
+                ids = [int(r) for (r,) in db.db.execute(f"SELECT id FROM {table} ORDER BY id DESC")]
+                assert ids, table
+                assert [db._newest_floor(table, n) for n in range(1, len(ids) + 2)] == [*ids, None]
