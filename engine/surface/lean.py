@@ -14,6 +14,9 @@ cheap, on a body already parsed once; a request that passes them all is dispatch
 ``content-type``, and bytes). Anything that does not plainly pass — a bad Host or Origin, a wrong
 Accept or Content-Type, malformed JSON, a mismatched header, ``Mcp-Param`` headers to check — is not
 answered here: the caller hands it to the SDK, which answers it (and words its errors) as before.
+The checks read the header lines once; the common case (a JSON Content-Type, a Host the settings
+list exactly, no Origin, the Accept header MCP clients send) passes without the SDK's parsers, and
+anything else is put to the SDK's own check functions.
 ``tests/engine/surface/test_lean_contract.py`` sends the same requests both ways to real engines
 and compares the replies.
 """
@@ -54,6 +57,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+#: The Accept header the MCP clients send; it plainly accepts JSON (anything else: the SDK's parser).
+COMMON_ACCEPT = "application/json, text/event-stream"
 _OK = 200
 
 
@@ -76,6 +81,7 @@ class Lean:
         self.server = server
         self.direct = direct  # answers plain calls of the server's own tools (engine.surface.direct)
         self.security = TransportSecurityMiddleware(security)
+        self._exact_hosts = frozenset(host for host in security.allowed_hosts if host)
         self._annotated: dict[str, tuple[object, bool]] = {}  # tool → (its schema, has Mcp-Param annotations)
 
     def _declares_params(self, tool: str) -> bool:
@@ -94,16 +100,32 @@ class Lean:
             self._annotated[tool] = known
         return known[1]
 
+    def _plainly_allowed(self, first: Mapping[str, str]) -> bool:
+        """Whether the SDK's Host/Origin/Content-Type check plainly passes: a JSON Content-Type, a
+        Host it lists exactly, no Origin. Anything else is put to that check itself."""
+        content_type = first.get("content-type")
+        if content_type is None or not content_type.lower().startswith("application/json"):
+            return False
+        if not self.security.settings.enable_dns_rebinding_protection:
+            return True
+        return first.get("host", "") in self._exact_hosts and not first.get("origin")
+
     async def checked(self, request: Request, decoded: object) -> Plain | Response | None:
         """The request (its body ``decoded``): :class:`Plain` if it passes every check the SDK's
         entry makes; the SDK's own refusal if its Host/Origin/Content-Type check (the entry's
         first) refuses it; None for anything else, which the SDK is to answer."""
-        refused = await self.security.validate_request(request, is_post=True)
-        if refused is not None:
-            return refused
-        has_json, _ = check_accept_headers(request)
-        if not has_json:
-            return None
+        lines = header_lines(request.scope)
+        first: dict[str, str] = {}
+        for name, value in lines:
+            first.setdefault(name, value)  # what Starlette's Headers.get and dict() read: the first
+        if not self._plainly_allowed(first):
+            refused = await self.security.validate_request(request, is_post=True)
+            if refused is not None:
+                return refused
+        if first.get("accept") != COMMON_ACCEPT:
+            has_json, _ = check_accept_headers(request)
+            if not has_json:
+                return None
         if not isinstance(decoded, dict) or decoded.get("jsonrpc") != "2.0":
             return None
         request_id, method, params = decoded.get("id"), decoded.get("method"), decoded.get("params")
@@ -111,15 +133,14 @@ class Lean:
             return None  # bool, float or null ids, and notifications, are the SDK's to judge
         if method == "subscriptions/listen" or not (params is None or isinstance(params, dict)):
             return None
-        raw = request.headers.items()
-        if find_duplicated_routing_header(raw) is not None:
+        if find_duplicated_routing_header(lines) is not None:
             return None
-        route = classify_inbound_request(decoded, headers=dict(request.headers))
+        route = classify_inbound_request(decoded, headers=first)
         if not isinstance(route, InboundModernRoute):
             return None
         tool = params.get("name") if method == "tools/call" and params is not None else None
         if isinstance(tool, str) and (
-            any(name.startswith(_PARAM_PREFIX) for name, _ in raw) or self._declares_params(tool)
+            any(name.startswith(_PARAM_PREFIX) for name, _ in lines) or self._declares_params(tool)
         ):
             return None  # Mcp-Param headers to check against the tool's schema: the SDK does it
         return Plain(request_id, method, params, route)
@@ -173,6 +194,12 @@ class Lean:
             return True
         await write(send, _OK, {"jsonrpc": "2.0", "id": plain.request_id, "result": result})
         return True
+
+
+def header_lines(scope: Scope) -> list[tuple[str, str]]:
+    """The request's header lines as Starlette's ``Headers.items()`` gives them (names lower-case)."""
+    raw = scope["headers"]
+    return [(bytes(name).decode("latin-1"), bytes(value).decode("latin-1")) for name, value in raw]
 
 
 async def write_error(send: Send, request_id: int | str, exc: Exception) -> None:

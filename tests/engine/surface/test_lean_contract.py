@@ -415,3 +415,27 @@ async def test_only_plain_requests_take_the_lean_path() -> None:
             assert isinstance(verdict, Response), what
         else:
             assert isinstance(verdict, Plain) == ((what, sent, extra) in PLAIN), what
+
+
+@pytest.mark.anyio
+async def test_header_lines_the_quick_checks_leave_to_the_sdk() -> None:
+    """The checks' quick path (JSON Content-Type, a listed Host, no Origin, the clients' usual
+    Accept) only ever accepts; other header lines go to the SDK's own checks, duplicates included."""
+    lean = Lean(build_server(Served())._lowlevel_server, SOCKET_SECURITY)
+    sent = call("memory_status", {})
+
+    async def verdict(*lines: tuple[str, str]) -> object:
+        base = [(k, v) for k, v in headers_for(sent, host="localhost").items() if k not in dict(lines)]
+        raw = [(k.encode(), v.encode()) for k, v in [*base, *lines]]
+        return await lean.checked(Request({"type": "http", "method": "POST", "headers": raw}), sent)
+
+    assert isinstance(await verdict(), Plain)
+    assert isinstance(await verdict(("accept", "application/json")), Plain)  # the SDK's parser: JSON
+    assert await verdict(("accept", "text/event-stream;q=1")) is None
+    assert isinstance(await verdict(("content-type", "Application/JSON; charset=utf-8")), Plain)
+    assert isinstance(await verdict(("host", "[::1]:9000")), Plain)  # the SDK's wildcard-port rule
+    assert isinstance(await verdict(("origin", "")), Plain)  # an empty Origin: the SDK lets it pass
+    assert isinstance(await verdict(("host", "")), Response)  # an empty Host: the SDK refuses it
+    assert isinstance(await verdict(("origin", "http://127.0.0.1:3000")), Plain)
+    assert isinstance(await verdict(("origin", "null")), Response)
+    assert await verdict(("mcp-method", "tools/call"), ("mcp-method", "tools/call")) is None
