@@ -208,14 +208,16 @@ class Direct:
             request_id=request_id,
             message_metadata=ServerMessageMetadata(request_context=request),
         )
-        session = ServerSession(dctx, connection, request_meta=envelope.meta)
+        # the request's own copy of the envelope's meta (the SDK makes one per request)
+        meta = None if envelope.meta is None else RequestParamsMeta(**envelope.meta)
+        session = ServerSession(dctx, connection, request_meta=meta)
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
             session=session,
             lifespan_context=lifespan_state,
             method=_METHOD,
             params=params,
             request_id=request_id,
-            meta=envelope.meta,
+            meta=meta,
             protocol_version=version,
             request=request,
         )
