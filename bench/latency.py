@@ -469,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
             "questions, natural language; over this synthetic vocabulary they match few chunks). "
             "`× raw FTS5` is each p50 over the raw FTS5 p50 of the same query set in the same run. The "
             "100,000-chunk workspace is built through the real write path (`Workspace.save_note` with "
-            "the indexer listening); only its document vectors come from a hashing embedder. "
+            "the indexer listening); only its document vectors come from a hashing embedder. There, "
+            "`remember` is timed write for write against a live-shaped workspace whose vectors come "
+            "from the same hashing embedder: `× live shape`, target ≤ 2× (issue 15). "
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average (1 min) "
             f"{min(loads):.1f}–{max(loads):.1f} over the run; `nice 10` if so run.\n\n"
         )
