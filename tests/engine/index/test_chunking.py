@@ -50,11 +50,13 @@ def test_chunking_agrees_with_the_reference_and_keeps_every_character(text: str,
 
 
 def _best_time(run: Callable[[], object], repeat: int = 3) -> float:
+    """The least CPU time of this thread over ``repeat`` runs (time spent waiting for a core on a
+    busy machine is not counted: a 10.03× ratio was seen at load 7 with wall-clock time)."""
     best = float("inf")
     for _ in range(repeat):
-        started = time.perf_counter()
+        started = time.thread_time()
         run()
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.thread_time() - started)
     return best
 
 
