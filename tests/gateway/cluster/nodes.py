@@ -9,11 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
+import pytest
 
 from tests.gateway.e2e import Gateway, start_gateway
+from tests.pg import PostgresServer
 
 SECRET = "cluster-secret-" + "x" * 40
 
@@ -79,3 +81,15 @@ def running(cluster: C, names: Sequence[str]) -> Iterator[C]:
         for node in cluster.nodes.values():
             if node.proc.poll() is None:
                 node.stop()
+
+
+def started_nodes(name: str, folder: str, names: Sequence[str], kind: type[C]) -> Any:
+    """A module fixture called ``name``: ``kind`` over a new database of the session's PostgreSQL
+    and a temporary ``folder``, with the nodes ``names`` running (:func:`running`)."""
+
+    @pytest.fixture(scope="module", name=name)
+    def fixture(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C]:
+        with running(kind(postgres.create_database(), tmp_path_factory.mktemp(folder), {}), names) as found:
+            yield found
+
+    return fixture

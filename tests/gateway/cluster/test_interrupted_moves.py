@@ -19,7 +19,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -31,29 +31,18 @@ from gateway.cluster import signing
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
-from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, files_containing, wait_for
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_pages import PASSWORD
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 MOVE_TIMEOUT = "2"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(
-        Cluster(postgres.create_database(), tmp_path_factory.mktemp("moves"), {}), ("node-a", "node-b")
-    ) as found:
-        yield found
+cluster = started_nodes("cluster", "moves", ("node-a", "node-b"), Cluster)
 
 
 def _owner_on_a(cluster: Cluster, email: str) -> tuple[str, str]:

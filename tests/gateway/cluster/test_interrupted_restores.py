@@ -17,14 +17,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from tests.gateway.cluster.nodes import Cluster, running
+from tests.gateway.cluster.nodes import Cluster, started_nodes
 from tests.gateway.cluster.test_interrupted_moves import (
     MOVE_TIMEOUT,
     _all_served,
@@ -36,24 +36,13 @@ from tests.gateway.cluster.test_interrupted_moves import (
 from tests.gateway.cluster.test_recovery import _heard_from, _lost, _owner_on
 from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, wait_for
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EMAIL = "lea@example.com"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(
-        Cluster(postgres.create_database(), tmp_path_factory.mktemp("restores"), {}), ("node-a", "node-c")
-    ) as found:
-        yield found
+cluster = started_nodes("cluster", "restores", ("node-a", "node-c"), Cluster)
 
 
 def _restore_args(backup: Path) -> list[str]:

@@ -13,7 +13,7 @@ import re
 import signal
 import time
 import zipfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,13 @@ from gateway.cluster import signing
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
-from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.e2e import Gateway, files_containing, wait_for
 from tests.gateway.web.browser import launch
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_account import sign_in
 from tests.gateway.web.test_pages import PASSWORD
 from tests.gateway.web.test_workspace_settings import _value
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.req("run:scale-out")]
 
@@ -60,17 +59,7 @@ class Pair(Cluster):
         return workspace.id, token
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def pair(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with running(
-        Pair(postgres.create_database(), tmp_path_factory.mktemp("pair"), {}), ("node-b", "node-c")
-    ) as found:
-        yield found
+pair = started_nodes("pair", "pair", ("node-b", "node-c"), Pair)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -30,7 +29,7 @@ from gateway.cluster.mover import NodeCalls
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import MoveFailed
-from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.cluster.test_interrupted_moves import (
     _all_served,
     _almanac,
@@ -45,23 +44,11 @@ from tests.gateway.cluster.test_interrupted_moves import (
 from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, files_containing, wait_for
 from tests.gateway.web.test_pages import PASSWORD
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(
-        Cluster(postgres.create_database(), tmp_path_factory.mktemp("recovery"), {}),
-        ("node-a", "node-b", "node-c"),
-    ) as found:
-        yield found
+cluster = started_nodes("cluster", "recovery", ("node-a", "node-b", "node-c"), Cluster)
 
 
 def _stale(cluster: Cluster, workspace: str) -> list[str]:

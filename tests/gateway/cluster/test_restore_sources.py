@@ -20,18 +20,16 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.gateway.cluster.nodes import Cluster, running
+from tests.gateway.cluster.nodes import Cluster, started_nodes
 from tests.gateway.cluster.test_interrupted_moves import _all_served, _almanac, _at, _env, _run, _write
 from tests.gateway.cluster.test_recovery import _heard_from, _lost, _owner_on
 from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import ALMANAC, Gateway, wait_for
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -39,17 +37,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 LARGE, MEMORY_BOUND = 96 << 20, 40 << 20
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(
-        Cluster(postgres.create_database(), tmp_path_factory.mktemp("sources"), {}), ("node-a", "node-c")
-    ) as found:
-        yield found
+cluster = started_nodes("cluster", "sources", ("node-a", "node-c"), Cluster)
 
 
 def _download_export(node: Gateway, token: str, target: Path) -> Path:

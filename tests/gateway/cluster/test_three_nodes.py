@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import anyio
 import httpx
@@ -20,9 +20,8 @@ from gateway.cluster.forward import INTERNAL_MCP_PATH
 from gateway.control.oauth import epoch
 from gateway.control.store import ControlPlane, Principal
 from gateway.errors import BadRequest
-from tests.gateway.cluster.nodes import SECRET, Cluster, running
+from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.e2e import Gateway, connect, data, files_containing, wait_for
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -30,15 +29,7 @@ NAMES = ("node-a", "node-b", "node-c")
 ACCEPT = "application/json, text/event-stream"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def cluster(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(Cluster(postgres.create_database(), tmp_path_factory.mktemp("cluster"), {}), NAMES) as found:
-        yield found
+cluster = started_nodes("cluster", "cluster", NAMES, Cluster)
 
 
 INITIALIZE = {

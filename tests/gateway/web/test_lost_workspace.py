@@ -11,29 +11,22 @@ kept one), not a 500 or an empty page. While the operator restores it, the pages
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from playwright.sync_api import Page, Response, expect
 
-from tests.gateway.cluster.nodes import running
+from tests.gateway.cluster.nodes import started_nodes
 from tests.gateway.cluster.test_pages_across_nodes import Pair
 from tests.gateway.e2e import wait_for
 from tests.gateway.web.test_pages import PASSWORD
-from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.req("run:scale-out")]
 
 EMAIL = "uma@example.com"
 
 
-@pytest.fixture(scope="module")
-def pair(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with running(
-        Pair(postgres.create_database(), tmp_path_factory.mktemp("lost-pages"), {}), ("node-b", "node-c")
-    ) as found:
-        yield found
+pair = started_nodes("pair", "lost-pages", ("node-b", "node-c"), Pair)
 
 
 def _lose_node_c(pair: Pair) -> None:
