@@ -142,15 +142,26 @@ def build_server(
     # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
     mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
 
-    async def work(ctx: Context[Any, Any], request: Request, action: Callable[[], T]) -> T:
+    async def work(ctx: Context[Any, Any], action: Callable[[Caller], T]) -> tuple[Request, T]:
+        """Run ``action`` for the calling connection on a tool thread: the request (read once, see
+        engine.surface.notify.Request) for the logs, and what the action returned."""
+        request = ctx.request_context
+        caller = caller_of(request)
         try:
-            return await with_progress(ctx, request, lambda: run(action), progress_interval)
+            return request, await with_progress(
+                ctx, request, lambda: run(lambda: action(caller)), progress_interval
+            )
         except ToolError as exc:
             tool = (request.params or {}).get("name", "tool")
             await log(levels, request, "info", f"{tool}: refused: {exc}")
             raise
 
-    async def receipt_logged(request: Request, tool: str, receipt: Receipt) -> Receipt:
+    async def read(ctx: Context[Any, Any], action: Callable[[Caller], T]) -> T:
+        return (await work(ctx, action))[1]
+
+    async def written(ctx: Context[Any, Any], tool: str, action: Callable[[Caller], Receipt]) -> Receipt:
+        """A write tool's receipt, logged to the client (a warning when it may repeat a memory)."""
+        request, receipt = await work(ctx, action)
         level: LoggingLevel = "warning" if receipt.possible_duplicates else "info"
         said = f"{tool}: {receipt.action} {receipt.kind} {receipt.id}"
         if receipt.possible_duplicates:
@@ -170,16 +181,13 @@ def build_server(
         importance: M.Importance = None,
         source: M.Source = None,
     ) -> Receipt:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        receipt = await work(
+        return await written(
             ctx,
-            request,
-            lambda: served.the_memory().remember(
+            "remember",
+            lambda caller: served.the_memory().remember(
                 caller, statement, subject, predicate, object, scope, tags, importance, source
             ),
         )
-        return await receipt_logged(request, "remember", receipt)
 
     @mcp.tool(annotations=WRITE, description=M.SAVE_MEMORY)
     async def save_memory(
@@ -191,27 +199,21 @@ def build_server(
         scope: M.Scope = None,
         source: M.Source = None,
     ) -> Receipt:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        receipt = await work(
+        return await written(
             ctx,
-            request,
-            lambda: served.the_memory().save_memory(
+            "save_memory",
+            lambda caller: served.the_memory().save_memory(
                 caller, subject, predicate, object, statement, scope, source
             ),
         )
-        return await receipt_logged(request, "save_memory", receipt)
 
     @mcp.tool(annotations=APPEND, description=M.REMEMBER_NOTE)
     async def remember_note(
         text: M.LogText, ctx: Context[Any, Any], date: M.Day = None, source: M.Source = None
     ) -> Receipt:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        receipt = await work(
-            ctx, request, lambda: served.the_memory().remember_note(caller, text, date, source)
+        return await written(
+            ctx, "remember_note", lambda caller: served.the_memory().remember_note(caller, text, date, source)
         )
-        return await receipt_logged(request, "remember_note", receipt)
 
     @mcp.tool(annotations=READ, description=M.RETRIEVE_MEMORY)
     async def retrieve_memory(
@@ -223,29 +225,22 @@ def build_server(
         include_history: M.IncludeHistory = False,
         as_of: M.AsOf = None,
     ) -> Retrieved:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        return await work(
+        return await read(
             ctx,
-            request,
-            lambda: served.the_memory().retrieve(
+            lambda caller: served.the_memory().retrieve(
                 caller, subject, predicate, id, scope, include_history, as_of
             ),
         )
 
     @mcp.tool(annotations=WRITE, description=M.RETIRE_MEMORY)
     async def retire_memory(id: M.MemoryId, ctx: Context[Any, Any], reason: M.Reason = None) -> Receipt:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        receipt = await work(ctx, request, lambda: served.the_memory().retire(caller, id, reason))
-        return await receipt_logged(request, "retire_memory", receipt)
+        return await written(
+            ctx, "retire_memory", lambda caller: served.the_memory().retire(caller, id, reason)
+        )
 
     @mcp.tool(annotations=WRITE, description=M.RESTORE_MEMORY)
     async def restore_memory(id: M.MemoryId, ctx: Context[Any, Any]) -> Receipt:
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        receipt = await work(ctx, request, lambda: served.the_memory().restore(caller, id))
-        return await receipt_logged(request, "restore_memory", receipt)
+        return await written(ctx, "restore_memory", lambda caller: served.the_memory().restore(caller, id))
 
     @mcp.tool(annotations=READ, description=M.GET_CONTEXT)
     async def get_context(
@@ -258,10 +253,8 @@ def build_server(
         recall = served.recall
         if recall is None:
             raise ToolError("get_context is not available: this engine runs without an index [not_built]")
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        reply = await work(
-            ctx, request, lambda: recall.get_context(caller, query, scope, max_tokens, include_archived)
+        request, reply = await work(
+            ctx, lambda caller: recall.get_context(caller, query, scope, max_tokens, include_archived)
         )
         await log(
             levels,
@@ -284,9 +277,7 @@ def build_server(
         recall = served.recall
         if recall is None:
             raise ToolError("memory_status is not available: this engine runs without an index [not_built]")
-        request = ctx.request_context  # once: see engine.surface.notify.Request
-        caller = caller_of(request)
-        status = await work(ctx, request, lambda: status_of(recall, caller))
+        status = await read(ctx, lambda caller: status_of(recall, caller))
         return _structured(client_status(status))
 
     return mcp

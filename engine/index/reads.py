@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,29 @@ DF_SAMPLE = 4096
 #: Chunk rows kept between writes (:meth:`IndexReader.chunk_rows`): ≈ 2.4 KB each at the live shape,
 #: whose 1,849 chunks fit; a search reads ≈ 100–200 of them.
 ROW_CACHE = 2048
+#: Match answers kept between writes (:meth:`IndexReader.exists`): a query's names, a few a search.
+EXISTS_CACHE = 1024
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class UntilWrite(Generic[K, V]):
+    """A dict kept until the index's next write: :meth:`fresh` returns it empty again whenever
+    the connection's change count has moved since it was filled (or it holds ``most`` entries)."""
+
+    def __init__(self, most: int | None = None) -> None:
+        self.most = most
+        self._changes = -1
+        self._kept: dict[K, V] = {}
+
+    def fresh(self, changes: int) -> dict[K, V]:
+        if self._changes != changes or (self.most is not None and len(self._kept) >= self.most):
+            self._changes, self._kept = changes, {}
+        return self._kept
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def blob(vector: np.ndarray[Any, Any]) -> bytes:
@@ -40,9 +63,9 @@ class IndexReader:
         self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
         self._groups_touched: set[str] = set()
         self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
-        self._shares: tuple[int, dict[str, float]] = (-1, {})
-        self._rows: tuple[int, dict[int, ChunkRow]] = (-1, {})
-        self._exists: tuple[int, dict[tuple[str, str], bool]] = (-1, {})
+        self._shares: UntilWrite[str, float] = UntilWrite()
+        self._rows: UntilWrite[int, ChunkRow] = UntilWrite()
+        self._exists: UntilWrite[tuple[str, str], bool] = UntilWrite(EXISTS_CACHE)
 
     def touched(self, table: str, rowid: int) -> None:
         """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
@@ -139,10 +162,7 @@ class IndexReader:
         larger table; cached until the next write."""
         term = name.casefold()
         with self.lock:
-            changes = self.db.total_changes()
-            if self._shares[0] != changes:
-                self._shares = (changes, {})
-            known = self._shares[1]
+            known = self._shares.fresh(self.db.total_changes())
             if term not in known:
                 sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
                 args: list[Any] = []
@@ -182,10 +202,7 @@ class IndexReader:
         """Whether any row of ``<table>_fts`` matches ``expression`` (no ranking); the answers
         are kept until the next write (a query's names are looked up on every search)."""
         with self.lock:
-            changes = self.db.total_changes()
-            if self._exists[0] != changes or len(self._exists[1]) >= ROW_CACHE:
-                self._exists = (changes, {})
-            known = self._exists[1]
+            known = self._exists.fresh(self.db.total_changes())
             found = known.get((table, expression))
             if found is None:
                 sql = f"SELECT 1 FROM {table}_fts WHERE {table}_fts MATCH ? LIMIT 1"
@@ -260,10 +277,7 @@ class IndexReader:
         was the largest part of a hybrid search after the query embedding."""
         out: dict[int, ChunkRow] = {}
         with self.lock:
-            changes = self.db.total_changes()
-            if self._rows[0] != changes:
-                self._rows = (changes, {})
-            kept = self._rows[1]
+            kept = self._rows.fresh(self.db.total_changes())
             for start in range(0, len(ids), 500):
                 part = sorted(set(ids[start : start + 500]))
                 found = {i: row for i in part if (row := kept.get(i)) is not None}

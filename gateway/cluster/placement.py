@@ -138,11 +138,17 @@ def route(
     return Forward(owner.name, owner.advertise_url)
 
 
+def restore_lapsed(placement: Placement, *, now: float) -> bool:
+    """Whether the restore (or move) marked on ``placement`` has outlived its deadline: its command
+    stopped half-way, and nothing of the half-sent copy may be served."""
+    return placement.move_deadline is not None and placement.move_deadline <= now
+
+
 def restore_under_way(placement: Placement, lost: str, *, now: float) -> Unavailable:
     """A workspace of lost node ``lost`` marked as being restored onto ``placement.moving_to``:
     503 ``workspace_restoring`` while its command works; once its deadline has passed (the command
     stopped half-way), lost again — nothing of the half-sent copy is ever served."""
-    if placement.move_deadline is not None and placement.move_deadline <= now:
+    if restore_lapsed(placement, now=now):
         return Unavailable(
             f"its node {lost!r} was declared lost, and a restore of it onto node {placement.moving_to!r} "
             "stopped half-way (nothing of it is served); the operator runs the restore again, or abandons "
@@ -166,6 +172,6 @@ def owner_condition(placement: Placement | None, nodes: Iterable[Node], *, now: 
     owner = next((n for n in nodes if n.name == placement.node), None)
     if owner is None or not owner.lost:
         return None
-    if placement.moving_to is not None and (placement.move_deadline is None or placement.move_deadline > now):
+    if placement.moving_to is not None and not restore_lapsed(placement, now=now):
         return "restoring"
     return "lost"

@@ -180,9 +180,9 @@ def test_kept_rows_and_name_lookups_follow_every_write(
 
         monkeypatch.setattr(reads, "ROW_CACHE", 3)
         db.db.execute("UPDATE chunks SET importance = importance")  # a write: nothing kept is used
-        assert db.chunk_rows(now) == fresh(now) and len(db._rows[1]) <= 3
-        assert db.chunk_rows(now[:2]) == fresh(now[:2]) and len(db._rows[1]) == 2
-        assert db.chunk_rows(now[2:4]) == fresh(now[2:4]) and len(db._rows[1]) <= 3
+        assert db.chunk_rows(now) == fresh(now) and len(db._rows) <= 3
+        assert db.chunk_rows(now[:2]) == fresh(now[:2]) and len(db._rows) == 2
+        assert db.chunk_rows(now[2:4]) == fresh(now[2:4]) and len(db._rows) <= 3
 
 
 def test_newest_floor_is_the_tables_own_nth_newest_id(tmp_path: Path) -> None:
