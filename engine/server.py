@@ -64,6 +64,7 @@ from engine.store.workspace import Workspace
 from engine.surface.direct import Direct
 from engine.surface.lean import Lean
 from engine.surface.notify import TOOL_THREADS
+from engine.surface.protocol import protocol_for
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
 from engine.transfer import archive, markdown
@@ -247,7 +248,9 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: 
             yield
 
     routes = [Route("/healthz", healthz, methods=["GET"]), *admin_routes]
-    return Starlette(routes=[*routes, Route("/mcp", replies)], lifespan=lifespan)
+    app = Starlette(routes=[*routes, Route("/mcp", replies)], lifespan=lifespan)
+    app.state.replies = replies  # engine.surface.protocol answers plain tool calls through it
+    return app
 
 
 class _Server(uvicorn.Server):
@@ -270,14 +273,19 @@ def serve_socket(
     mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = (), *, lean: bool = True
 ) -> None:
     sock = _bind(path)
+    app = socket_app(mcp, admin_routes, lean=lean)
+    # uvicorn's httptools protocol (h11 costs the loop ~0.4 ms more per call, docs/benchmarks.md);
+    # with the lean path, one that answers a plain tool call without the ASGI app
+    # (engine.surface.protocol).
+    http: type[asyncio.Protocol] | str = protocol_for(app.state.replies) if lean else "httptools"
     config = uvicorn.Config(
-        socket_app(mcp, admin_routes, lean=lean),
+        app,
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         access_log=False,
-        http="httptools",  # declared; h11 costs the loop ~0.4 ms more per call (docs/benchmarks.md)
+        http=http,
     )
     server = _Server(config)
     try:

@@ -55,6 +55,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+#: A reply written whole: its HTTP status and JSON body.
+Reply = tuple[int, bytes]
 
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 #: The Accept header the MCP clients send; it plainly accepts JSON (anything else: the SDK's parser).
@@ -110,15 +112,20 @@ class Lean:
             return True
         return first.get("host", "") in self._exact_hosts and not first.get("origin")
 
-    async def checked(self, request: Request, decoded: object) -> Plain | Response | None:
+    async def checked(
+        self, request: Request, decoded: object, *, judge: bool = True
+    ) -> Plain | Response | None:
         """The request (its body ``decoded``): :class:`Plain` if it passes every check the SDK's
         entry makes; the SDK's own refusal if its Host/Origin/Content-Type check (the entry's
-        first) refuses it; None for anything else, which the SDK is to answer."""
+        first) refuses it; None for anything else, which the SDK is to answer. With ``judge``
+        False, a request that does not plainly pass that first check is None (not put to it)."""
         lines = header_lines(request.scope)
         first: dict[str, str] = {}
         for name, value in lines:
             first.setdefault(name, value)  # what Starlette's Headers.get and dict() read: the first
         if not self._plainly_allowed(first):
+            if not judge:
+                return None
             refused = await self.security.validate_request(request, is_post=True)
             if refused is not None:
                 return refused
@@ -144,6 +151,27 @@ class Lean:
         ):
             return None  # Mcp-Param headers to check against the tool's schema: the SDK does it
         return Plain(request_id, method, params, route)
+
+    async def direct_reply(self, scope: Scope, decoded: object, lifespan_state: Any) -> Reply | None:
+        """The reply to a plain ``tools/call`` of one of the server's own tools, answered by
+        ``direct`` (``engine.surface.direct``): what :meth:`answer` would write, as its status and
+        body. None for any other request, before anything has run: :meth:`answer` (or the SDK)
+        answers it as before."""
+        if self.direct is None:
+            return None
+        request = Request(scope)
+        plain = await self.checked(request, decoded, judge=False)
+        if not isinstance(plain, Plain) or plain.method != "tools/call":
+            return None
+        try:
+            result = await self.direct.call(
+                plain.request_id, plain.params, plain.route.protocol_version, request, lifespan_state
+            )
+        except Exception as exc:
+            return error_reply(plain.request_id, exc)
+        if result is None:
+            return None
+        return _OK, encoded({"jsonrpc": "2.0", "id": plain.request_id, "result": result})
 
     async def answer(
         self, scope: Scope, decoded: object, lifespan_state: Any, receive: Receive, send: Send
@@ -202,16 +230,33 @@ def header_lines(scope: Scope) -> list[tuple[str, str]]:
     return [(bytes(name).decode("latin-1"), bytes(value).decode("latin-1")) for name, value in raw]
 
 
-async def write_error(send: Send, request_id: int | str, exc: Exception) -> None:
-    """The JSON-RPC error the SDK's entry writes for what its dispatch raised."""
+def error_reply(request_id: int | str, exc: Exception) -> Reply:
+    """The JSON-RPC error the SDK's entry writes for what its dispatch raised: status and body."""
     error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
     reply = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-    await write(send, ERROR_CODE_HTTP_STATUS.get(error.error.code, _OK), reply)
+    return ERROR_CODE_HTTP_STATUS.get(error.error.code, _OK), encoded(reply)
+
+
+def encoded(reply: Mapping[str, Any]) -> bytes:
+    """One JSON body, serialised as the SDK's entry serialises it."""
+    return json.dumps(reply, separators=(",", ":")).encode()
+
+
+def reply_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON reply, in the order the SDK's entry writes them."""
+    return [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+
+
+async def write_error(send: Send, request_id: int | str, exc: Exception) -> None:
+    """The JSON-RPC error the SDK's entry writes for what its dispatch raised."""
+    await write_body(send, *error_reply(request_id, exc))
 
 
 async def write(send: Send, status: int, reply: Mapping[str, Any]) -> None:
     """One JSON body, serialised and framed as the SDK's entry frames it."""
-    body = json.dumps(reply, separators=(",", ":")).encode()
-    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await write_body(send, status, encoded(reply))
+
+
+async def write_body(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": reply_headers(body)})
     await send({"type": "http.response.body", "body": body})

@@ -23,7 +23,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from engine.surface.lean import Lean
+from engine.surface.lean import Lean, Reply
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -141,3 +141,15 @@ class Replies:
         if self.lean is not None and await self.lean.answer(scope, message, state, again, send):
             return
         await self.single.handle_request(scope, again, send)
+
+    async def at_once(self, scope: Scope, body: bytes) -> Reply | None:
+        """The reply :meth:`__call__` would write for a plain ``tools/call`` of one of the engine's
+        own tools (``body`` the whole request body), as its status and body; None for anything
+        else, before anything has run (``engine.surface.protocol`` then hands the request to the
+        app)."""
+        if self.lean is None or not peekable(scope):
+            return None
+        message = decoded(body)
+        if not answers_at_once(message):
+            return None
+        return await self.lean.direct_reply(scope, message, self.single._lifespan_state)
