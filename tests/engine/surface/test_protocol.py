@@ -11,6 +11,7 @@ the same bytes, the ``date`` header and minted ids and times masked. In-process:
 
 from __future__ import annotations
 
+import inspect
 import re
 import shutil
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from engine.server import socket_app
 from engine.surface.replies import Replies
@@ -145,3 +147,11 @@ async def test_plain_tool_calls_are_answered_in_the_protocol() -> None:
         ("progress asked for", {**plain, "params": {**plain["params"], "_meta": {"progressToken": 1}}}, {}),
     ]:
         assert await replies.at_once(scope(sent, **extra), body_of(sent)) is None, what
+
+
+def test_the_uvicorn_hooks_it_overrides_are_still_called() -> None:
+    """``SocketProtocol`` overrides uvicorn's ``_start_asgi_task`` (private): if a uvicorn release
+    stopped calling it, every request would quietly take the app's path (same bytes, more work)."""
+    assert "self._start_asgi_task(" in inspect.getsource(HttpToolsProtocol.on_headers_complete)
+    assert "self._start_asgi_task(" in inspect.getsource(HttpToolsProtocol.on_response_complete)
+    assert "self.cycle.more_body = False" in inspect.getsource(HttpToolsProtocol.on_message_complete)
