@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.paths import locomo_path
+from bench.starts import measure_starts
 from engine.cores import one_blas_thread
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
 from engine.embed.local import LocalEmbedder
@@ -350,6 +351,16 @@ def render(title: str, shape: str, rows: dict[str, tuple[float, float, float]], 
 WRITE_RATIO = 2.0
 
 
+STARTS_TITLE = "Starting the large workspace"
+STARTS_SHAPE = (
+    "The same workspace opened as an engine opens it (`bench/starts.py`): the store loaded "
+    "(`Workspace.open`), the index opened (`Indexer(...)`: after a stop that was not clean it "
+    "reads every page, `PRAGMA quick_check`), the rows compared with the store (in the engine "
+    "a thread, while calls are answered; after a clean stop whose mark still holds, skipped — "
+    "`docs/recall.md`). Wall seconds; CPU is the process's for all three. The first call can "
+    "be answered once the store and the index are open (`perf:cold-start`, ≤ 1 s)."
+)
+
 KEPT = "Not re-run by this command (`--large-chunks 0`): the rows of an earlier run, as they were."
 
 
@@ -379,6 +390,17 @@ def earlier_table(
 
 
 START, END = "<!-- engine-latency:start -->", "<!-- engine-latency:end -->"
+
+
+def earlier_block(text: str, title: str) -> str | None:
+    """The ``### title`` block of this bench's section of ``text`` as it stands (None if absent)."""
+    if START not in text or END not in text:
+        return None
+    body = text.split(START, 1)[1].split(END, 1)[0]
+    if f"### {title}" not in body:
+        return None
+    rest = body.split(f"### {title}", 1)[1].split("\n### ", 1)[0]
+    return (f"### {title}" + rest).split(KEPT)[0].rstrip("\n") + "\n"
 
 
 def write_docs(section: str, path: Path | None = None) -> None:
@@ -452,12 +474,20 @@ def main(argv: list[str] | None = None) -> int:
             for done, idx in ((ws, indexer), (twin_ws, twin_indexer)):
                 idx.stop()
                 done.close()
+            print(f"starting the {counts['chunks']:,}-chunk workspace:")
+            sections.append(
+                f"### {STARTS_TITLE}\n\n{STARTS_SHAPE}\n\n" + measure_starts(large_root, embedder)
+            )
+            print(sections[-1])
     if args.write_docs:
         docs = ROOT / "docs" / "benchmarks.md"
         kept = earlier_table(docs.read_text("utf-8"), False) if docs.exists() else None
         if kept is not None and not args.large_chunks:
             title, shape, rows, note = kept
             sections.append(render(title, shape, rows, LARGE_TARGETS) + "\n" + note + "\n")
+            starts = earlier_block(docs.read_text("utf-8"), STARTS_TITLE)
+            if starts:
+                sections.append(starts + "\n" + KEPT + "\n")
         command = "python -m bench.latency " + " ".join(argv if argv is not None else sys.argv[1:])
         header = (
             "## Engine latency (bench/latency.py)\n\n"

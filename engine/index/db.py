@@ -29,6 +29,10 @@ log = logging.getLogger("almanac.engine.index")
 __all__ = ["ChunkRow", "FactRow", "IndexDB", "IndexReader"]
 
 
+#: The ``meta`` key a clean stop writes (:meth:`IndexDB.leave_mark`).
+CLEAN_MARK = "clean_stop"
+
+
 class IndexDB:
     """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables.
 
@@ -80,6 +84,8 @@ class IndexDB:
             return
         if version != schema.SCHEMA_VERSION:
             raise _Stale(f"schema version {version}, this engine writes {schema.SCHEMA_VERSION}")
+        if self._meta(CLEAN_MARK) is not None:
+            return  # left by a clean stop (see take_mark): the full page check is for the others
         result = self.db.execute("PRAGMA quick_check").fetchall()[0][0]
         if result != "ok":
             raise _Stale(f"quick_check: {result}")
@@ -109,6 +115,23 @@ class IndexDB:
             self.db.execute("UPDATE groups SET vector = NULL, dirty = 1")
             for key, value in (("model_id", self.model_id), ("dim", str(self.dim))):
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def take_mark(self) -> str | None:
+        """The mark a clean stop left (:mod:`engine.index.signature`), removed: until the next
+        clean stop leaves another, a start reconciles the whole store."""
+        with self.lock:
+            found = self._meta(CLEAN_MARK)
+            if found is not None:
+                with self.db:
+                    self.db.execute("DELETE FROM meta WHERE key = ?", (CLEAN_MARK,))
+            return found
+
+    def leave_mark(self, mark: str | None) -> None:
+        """Record, at a clean stop, that the rows match the store whose mark is ``mark``."""
+        if mark is None:
+            return
+        with self.lock, self.db:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CLEAN_MARK, mark))
 
     def close(self) -> None:
         with self.lock:

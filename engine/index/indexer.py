@@ -32,10 +32,13 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from engine import words
 from engine.embed.base import Embedder, ProviderStatus, Vector
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
 from engine.index import docs as D
+from engine.index import mentions, schema
 from engine.index.db import IndexDB
+from engine.index.signature import Signature, clean_mark, code_digest, mark_holds, store_signature
 from engine.index.vectors import contextual_vector
 from engine.store import ids
 from engine.store.model import State
@@ -48,7 +51,6 @@ INDEX_FILE = "index.sqlite"
 #: The embedding cache lives beside the index, not in it: ``--reindex`` deletes ``.index/`` only.
 CACHE_DIR = ".cache"
 CACHE_FILE = "embeddings.sqlite"
-_STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
 _BATCH = 64
 
 #: A memory larger than this (UTF-8 bytes of its text) is kept in the store but not indexed.
@@ -57,7 +59,9 @@ MAX_ITEM_BYTES = 1_000_000
 #: call must not hold a shutdown).
 STOP_TIMEOUT_S = 2.0
 
-Signature = dict[str, tuple[int, int]]
+#: The code that turns the store's files into rows: a clean stop's mark names it, so rows made by
+#: other code are reconciled at the next start.
+_ROW_CODE = code_digest((D, mentions, schema, words))
 
 
 class _Halted(Exception):
@@ -80,23 +84,6 @@ class Progress:
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "done": self.done, "total": self.total}
-
-
-def store_signature(root: Path) -> Signature:
-    """``relative path → (mtime_ns, size)`` of every Markdown file of the store (cheap: stat only)."""
-    out: Signature = {}
-    for top in _STORE_DIRS:
-        for dirpath, dirnames, filenames in os.walk(root / top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            for name in filenames:
-                if name.endswith(".md") and not name.startswith("."):
-                    path = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(path)
-                    except FileNotFoundError:
-                        continue
-                    out[os.path.relpath(path, root)] = (st.st_mtime_ns, st.st_size)
-    return out
 
 
 def cache_path(root: Path) -> Path:
@@ -146,6 +133,7 @@ class Indexer:
         self._streams: dict[str, list[tuple[tuple[str, str], str]]] = {}
         self._days: dict[str, date | None] = {}  # the day each memory is about (docs.carried_day)
         self._sig: Signature = {}
+        self._in_step = False  # the start-up reconcile finished: the rows match the store
         self._paths: dict[str, list[str]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -200,7 +188,10 @@ class Indexer:
             if self.on_change not in self.ws.listeners:
                 self.ws.listeners.append(self.on_change)
         try:
-            touched = self._apply(items, facts, self._locked)
+            with self._locked():
+                in_step = self._left_in_step()
+            touched = 0 if in_step else self._apply(items, facts, self._locked)
+            self._in_step = self.progress.state == "ready"
         finally:
             self._catching_up = False  # a plain flag: on_change reads it under the lock
             self._dirty = set()
@@ -244,6 +235,12 @@ class Indexer:
         if any(t.is_alive() for t in self._threads):
             log.warning("index threads still busy after %.0f s; leaving them to the exit", timeout_s)
             return False
+        with self.ws.lock:
+            if self._in_step and store_signature(self.ws.root) == self._sig:
+                # nothing changed that the rows miss
+                self.db.leave_mark(
+                    clean_mark(self._sig, _ROW_CODE, self._settings(), time.time_ns(), self._read)
+                )
         self.db.close()
         if self.cache is not None:
             self.cache.close()
@@ -289,9 +286,28 @@ class Indexer:
         """Rewrite the rows that differ from the store (by content hash); returns memories touched."""
         with self.ws.lock:
             items, facts = self._snapshot()
-            touched = self._apply(items, facts, contextlib.nullcontext)
+            touched = 0 if self._left_in_step() else self._apply(items, facts, contextlib.nullcontext)
+            self._in_step = self.progress.state == "ready"
         self._wake.set()
         return touched
+
+    def _settings(self) -> str:
+        return f"max_item_bytes={self.max_item_bytes}"
+
+    def _read(self, rel: str) -> bytes:
+        return (self.ws.root / rel).read_bytes()
+
+    def _left_in_step(self) -> bool:
+        """Whether a clean stop left the rows in step with the store as it is now (its mark, see
+        :mod:`engine.index.signature`); the mark is taken away either way, so that a stop that
+        is not clean leaves none. Call with the snapshot taken, under the workspace lock."""
+        found = self.db.take_mark()
+        now = store_signature(self.ws.root)
+        if found is None or not mark_holds(found, now, _ROW_CODE, self._settings(), self._read):
+            return False
+        total = len(self._items) + len(self.ws.facts.records)
+        self.progress = Progress("ready", total, total)
+        return True
 
     def _apply(
         self,

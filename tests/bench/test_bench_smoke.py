@@ -126,6 +126,17 @@ def test_latency_bench_runs_tiny(
     live_ms, large_ms, times = map(float, ratio.groups())
     assert times == pytest.approx(large_ms / live_ms, abs=0.01)
     assert "built and indexed in" in text and (tmp_path / "keep" / "large" / ".index").is_dir()
+    # the large workspace's starts: after a clean stop (the comparison skipped) and without the mark
+    starts = latency.earlier_block(text, latency.STARTS_TITLE)
+    assert starts is not None
+    clean, unmarked = (
+        [float(x) for x in re.findall(r"\| ([\d.]+)", line)[:4]]
+        for line in starts.splitlines()
+        if line.startswith(("| after a clean stop", "| without the mark"))
+    )
+    for store, index, compare, total in (clean, unmarked):  # the parts add up to the whole
+        assert total == pytest.approx(store + index + compare, abs=0.02)
+    assert "≤ 1 s" in starts and "| met? |" in starts
     capsys.readouterr()
     assert latency.main([*args, *keep]) == 0  # the kept workspace is reused, not rebuilt
     assert "kept from an earlier run" in capsys.readouterr().out
@@ -136,6 +147,8 @@ def test_latency_bench_runs_tiny(
     assert again.count(latency.START) == 1
     assert latency.earlier_table(again, live=False) == (*large[:3], latency.KEPT)  # kept, said so
     assert latency.KEPT in again
+    kept_starts = latency.earlier_block(again, latency.STARTS_TITLE)
+    assert kept_starts is not None and kept_starts.strip() == starts.strip()
 
 
 @pytest.mark.req("perf:rebuild")
