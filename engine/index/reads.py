@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -66,6 +66,7 @@ class IndexReader:
         self._shares: UntilWrite[str, float] = UntilWrite()
         self._rows: UntilWrite[int, ChunkRow] = UntilWrite()
         self._exists: UntilWrite[tuple[str, str], bool] = UntilWrite(EXISTS_CACHE)
+        self._lookups: UntilWrite[tuple[Any, ...], Any] = UntilWrite(EXISTS_CACHE)
 
     def touched(self, table: str, rowid: int) -> None:
         """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
@@ -293,16 +294,29 @@ class IndexReader:
                 out.update((i, found[i]) for i in part if i in found)
         return out
 
+    def _until_write(self, key: tuple[Any, ...], read: Callable[[], Any]) -> Any:
+        """``read()``, kept under ``key`` until the next write: the small lookups every search
+        repeats — whether anything is embedded, the links of the best hits, a rare name's rows."""
+        with self.lock:
+            known = self._lookups.fresh(self.db.total_changes())
+            if key not in known:
+                known[key] = read()
+            return known[key]
+
     def rare_mentions(self, name: str, most: int, share: float = 0.01) -> list[int]:
         """Rows whose own words mention ``name``, if it is rare — in at most ``most`` rows, or
-        ``share`` of all rows — else none (a name everyone mentions links nothing)."""
+        ``share`` of all rows — else none (a name everyone mentions links nothing). Kept until
+        the next write."""
         term = name.casefold()
-        with self.lock:
+
+        def read() -> tuple[int, ...]:
             stats, rows = self._term_stats("chunks", [term])
             if stats[term].df > max(most, int(rows * share)):
-                return []
+                return ()
             sql = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rowid LIMIT ?"
-            return [int(r) for (r,) in self.db.execute(sql, (f"text : {_expression([term])}", most))]
+            return tuple(int(r) for (r,) in self.db.execute(sql, (f"text : {_expression([term])}", most)))
+
+        return list(self._until_write(("rare", term, most, share), read))
 
     def memory_chunks(self, memories: Sequence[str]) -> list[ChunkRow]:
         """The first chunk of each of ``memories`` (for graph expansion)."""
@@ -356,22 +370,30 @@ class IndexReader:
         return out
 
     def links_from(self, memories: Sequence[str]) -> list[tuple[str, str]]:
-        """``(source memory, target memory)`` for the wikilinks of ``memories`` that resolve."""
-        with self.lock:
+        """``(source memory, target memory)`` for the wikilinks of ``memories`` that resolve
+        (kept until the next write)."""
+
+        def read() -> tuple[tuple[str, str], ...]:
             sql = (
                 "SELECT DISTINCT l.src, c.memory FROM links l JOIN chunks c "
                 "ON c.chunk = 0 AND (c.name = l.target OR lower(c.memory) = l.target) "
                 f"WHERE l.src IN ({marks(len(memories))}) AND c.memory != l.src ORDER BY l.src, c.memory"
             )
-            return [(str(a), str(b)) for a, b in self.db.execute(sql, tuple(memories))]
+            return tuple((str(a), str(b)) for a, b in self.db.execute(sql, tuple(memories)))
+
+        return list(self._until_write(("links", *memories), read))
 
     def any_embedded(self) -> bool:
-        with self.lock:
+        """Whether any chunk or fact has its vector (kept until the next write)."""
+
+        def read() -> bool:
             sql = (
                 "SELECT EXISTS (SELECT 1 FROM chunks WHERE pending = 0) "
                 "OR EXISTS (SELECT 1 FROM facts WHERE pending = 0)"
             )
             return bool(self.db.execute(sql).fetchall()[0][0])
+
+        return bool(self._until_write(("any_embedded",), read))
 
     def counts(self) -> dict[str, int]:
         with self.lock:

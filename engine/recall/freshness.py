@@ -14,7 +14,6 @@ and cannot sink a strong match below a clearly weaker one (the decay nudge is at
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from engine.ageing.decay import DECAY_WEIGHT, nudge
 from engine.recall.search import Hit
@@ -40,6 +39,6 @@ def rerank(
             d = decay_of(hit.memory)
             if d is not None:
                 score += nudge(d, decay_weight)
-        out.append(replace(hit, score=score))
+        out.append(Hit(hit.row, score, hit.reason, hit.cosine, hit.lexical))  # dataclasses.replace: 3× slower
     out.sort(key=lambda h: -h.score)
     return tuple(out)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,10 @@ class Weights:
     subject_share: float = 0.2  # … one who is the subject of ≥ this share of the rows naming them
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """One chunk (or fact) to score; a named tuple, not a dataclass: a search builds ≈ 200 of
+    them per query, and a tuple is built several times faster."""
+
     key: int
     memory: str
     group: str
@@ -49,8 +52,7 @@ class Candidate:
     created: str | None = None
 
 
-@dataclass(frozen=True)
-class Scored:
+class Scored(NamedTuple):
     key: int
     memory: str
     score: float
@@ -120,9 +122,8 @@ def fuse(
         if c.importance is not None:
             score += weights.nudge * (c.importance - 0.5) * 2
         out.append(Scored(c.key, c.memory, score, reason_of(c), c.cosine, c.created))
-    out.sort(key=lambda s: s.key)
-    out.sort(key=lambda s: s.created or "", reverse=True)
-    out.sort(key=lambda s: -s.score)
+    # best first; ties: newer first, then the lower key (keys are distinct: no two compare equal)
+    out.sort(key=lambda s: (s.score, s.created or "", -s.key), reverse=True)
     return out
 
 

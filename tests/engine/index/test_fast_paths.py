@@ -204,3 +204,32 @@ def test_newest_floor_is_the_tables_own_nth_newest_id(tmp_path: Path) -> None:
                 ids = [int(r) for (r,) in db.db.execute(f"SELECT id FROM {table} ORDER BY id DESC")]
                 assert ids, table
                 assert [db._newest_floor(table, n) for n in range(1, len(ids) + 2)] == [*ids, None]
+
+
+def test_kept_lookups_follow_every_write(tmp_path: Path) -> None:
+    """Whether anything is embedded, the links of a set of memories and a rare name's rows are
+    kept between writes (``IndexReader._until_write``): each answer is what SQLite gives now."""
+    with engine(tmp_path) as e:
+        db = e.indexer.db.reader
+        assert not db.any_embedded()
+        target = e.memory.remember(CALLER, "Osprey nests on the pylon by the estuary")
+        source = e.memory.remember(CALLER, "Ask Wilhelmina about the kestrel survey")
+        e.settle()
+        assert db.any_embedded()
+        assert db.links_from([source.id]) == []
+        rare = db.rare_mentions("Wilhelmina", 3)
+        assert [r.memory for r in db.chunk_rows(rare).values()] == [source.id]
+        assert db.links_from([source.id]) == [] and db.rare_mentions("Wilhelmina", 3) == rare  # kept
+
+        linking = e.memory.remember(CALLER, f"Wilhelmina's survey notes: see [[{target.id}]]")
+        e.settle()
+        assert db.links_from([linking.id]) == [(linking.id, target.id)]
+        assert db.links_from([source.id]) == []
+        now = db.rare_mentions("Wilhelmina", 3)
+        assert sorted(r.memory for r in db.chunk_rows(now).values()) == sorted([source.id, linking.id])
+        e.memory.retire(CALLER, target.id)
+        e.settle()
+        with db.lock:
+            sql = "SELECT count(*) FROM chunks WHERE memory = ?"
+            still = db.db.execute(sql, (target.id,)).fetchall()[0][0]
+        assert db.links_from([linking.id]) == ([(linking.id, target.id)] if still else [])
