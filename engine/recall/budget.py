@@ -35,8 +35,12 @@ def estimate_tokens(text: str) -> int:
     return -(-ascii_chars // 4) + (len(text) - ascii_chars)
 
 
+#: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def json_tokens(value: Any) -> int:
-    return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return estimate_tokens(_COMPACT.encode(value))
 
 
 def cut_text(text: str, limit: int = MAX_ITEM_CHARS) -> tuple[str, bool]:

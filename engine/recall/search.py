@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,18 +97,18 @@ def rank_chunks(
             g_cos = {k: float(np.dot(v, vector)) for k, (_, v) in groups.items() if v is not None}
         group_score = group_scores(g_bm25, g_cos, weights)
     near = {r for r, _ in nearest}
-    named = _names_person_memo(query)
+    named = _named_people(query, rows.values())
     candidates = [
         Candidate(
-            key=k,
-            memory=row.memory,
-            group=row.grp,
-            bm25=bm25.get(k),
-            cosine=cosine.get(k),
-            knn=k in near,
-            person=bool(row.speaker and named(row.speaker)) or bool(row.source and named(row.source)),
-            importance=row.importance,
-            created=row.created,
+            k,
+            row.memory,
+            row.grp,
+            bm25.get(k),
+            cosine.get(k),
+            k in near,
+            row.speaker in named or row.source in named,
+            row.importance,
+            row.created,
         )
         for k, row in rows.items()
     ]
@@ -116,18 +116,11 @@ def rank_chunks(
     return Ranked(tuple(_hit(rows[s.key], s, query) for s in ranked), bool(query.terms), vector is not None)
 
 
-def _names_person_memo(query: Query) -> Callable[[str], bool]:
-    """:func:`names_person` for ``query``, worked out once per distinct person (a few speakers and
-    sources recur over a search's ≈ 200 candidates)."""
-    seen: dict[str, bool] = {}
-
-    def named(person: str) -> bool:
-        found = seen.get(person)
-        if found is None:
-            found = seen[person] = names_person(query, person)
-        return found
-
-    return named
+def _named_people(query: Query, rows: Iterable[ChunkRow]) -> set[str]:
+    """The speakers and sources among ``rows`` that ``query`` names (:func:`names_person`), each
+    worked out once: a few people recur over a search's ≈ 200 candidates."""
+    people = {p for row in rows for p in (row.speaker, row.source) if p}
+    return {p for p in people if names_person(query, p)}
 
 
 def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:
