@@ -168,7 +168,8 @@ def workspace_restore(
     While it runs the workspace answers 503 workspace_restoring. A restore whose command stops
     half-way is called off after move_timeout (the workspace is lost again; nothing it sent is
     served); running the same restore again redoes it, or finishes it once it was switched, and
-    --abandon calls it off at once."""
+    --abandon calls it off at once. Once it is done, a restore naming another backup is refused:
+    the workspace serves the one restored and whatever was written since."""
     if abandon == (backup is not None or target is not None) or (
         not abandon and (backup is None or target is None)
     ):

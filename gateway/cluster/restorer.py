@@ -80,7 +80,7 @@ def restore(
         raise BadRequest(f"no node named {target_name!r}; the nodes are: {', '.join(sorted(nodes))}")
     done = _restored_already(store, placement, nodes, target_name)
     if done is not None:
-        return _finish_restored(store, done, target, config, clock=clock, say=say)
+        return _finish_restored(store, done, target, backup, config, clock=clock, say=say)
     lost = nodes.get(placement.node)
     if lost is None or not lost.lost:
         raise BadRequest(
@@ -122,7 +122,7 @@ def _restore(
         _discard_earlier(store, link, workspace_id, target, clock=clock)
         move = store.begin_move(workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout)
         kind = "the owner's export" if source.kind == "export" else "the backup"
-        note = f"{RESTORED_NOTE}{kind} {backup} ({len(entries)} files)"
+        note = f"{RESTORED_NOTE}{kind} {_named(backup)} ({len(entries)} files)"
         store.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
         say(f"restoring workspace {workspace_id} on {target.name}: {len(entries)} files ({size} bytes)")
         flipped = settled = False
@@ -178,6 +178,11 @@ def _restore(
 RESTORED_NOTE = "restored from "
 
 
+def _named(backup: Path) -> str:
+    """How a restore's record names its backup: the absolute path, whatever folder the command ran in."""
+    return str(backup.absolute())
+
+
 def _restored_already(
     store: _Audited, placement: Placement, nodes: dict[str, Node], target: str
 ) -> MoveRecord | None:
@@ -199,13 +204,21 @@ def _finish_restored(
     store: _Audited,
     done: MoveRecord,
     target: Node,
+    backup: Path,
     config: MoveConfig,
     *,
     clock: Callable[[], float],
     say: Callable[[str], None],
 ) -> MoveReport:
     """The same restore, run again once the workspace is switched: the target serves it (if the
-    command that switched it stopped before), and nothing else changes."""
+    command that switched it stopped before), and nothing else changes. Another backup named is
+    refused: the workspace already serves the one restored (and whatever was written since)."""
+    if f" {_named(backup)} (" not in done.note:
+        raise BadRequest(
+            f"workspace {done.workspace_id} was already restored on node {target.name} "
+            f"({done.note.split(' (')[0]}); it is served there, with whatever was written since, so it is "
+            f"not restored again from {backup} (nothing changed)"
+        )
     if done.state == "flipped":
         say(f"workspace {done.workspace_id} was switched to {target.name} by an earlier run; opening it")
         link = NodeCalls(config.secret, clock)

@@ -165,4 +165,9 @@ async def test_a_restore_killed_half_way_is_refused_meanwhile_abandoned_or_calle
             assert (folder / path.relative_to(backup)).read_bytes() == path.read_bytes(), path
     once_more = _almanac(a, *_restore_args(backup))
     assert once_more.returncode == 0 and "already restored" in once_more.stderr, once_more.stderr
+    elsewhere = tmp_path / "another-backup"  # another backup named: refused, nothing changed
+    shutil.copytree(backup, elsewhere)
+    other = _almanac(a, *_restore_args(elsewhere))
+    assert other.returncode == 1 and "not restored again" in other.stderr, other.stderr
+    assert str(backup) in other.stderr  # says which backup it was restored from
     assert _last_move(cluster, workspace)[0] == "served" and cluster.node_of(workspace) == "node-a"
