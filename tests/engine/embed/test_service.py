@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from engine.embed.errors import ProviderNotAvailable
+from engine.embed.errors import EmbedRequestError, ProviderNotAvailable
 from engine.embed.local import DIM, MODEL_ID, LocalEmbedder
 from engine.embed.off import OffEmbedder
 from engine.embed.remote import RemoteEmbedder, UDSTransport
@@ -46,29 +47,38 @@ def _wait_healthy(sock: Path, proc: subprocess.Popen[bytes], deadline_s: float =
     raise AssertionError(f"the service did not answer /healthz within {deadline_s} s")
 
 
-@pytest.fixture
-def service(short_dir: Path) -> Iterator[Path]:
-    sock = short_dir / "embed.sock"
+def _start(sock: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.embed", "--socket", str(sock), "--threads", "1"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    _wait_healthy(sock, proc)
+    return proc
+
+
+def _stop(sock: Path, proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
     try:
-        _wait_healthy(sock, proc)
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, err.decode()
+    assert not sock.exists(), "the service left its socket file behind"
+
+
+@pytest.fixture
+def service(short_dir: Path) -> Iterator[Path]:
+    sock = short_dir / "embed.sock"
+    proc = _start(sock)
+    try:
         yield sock
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-        assert proc.returncode == 0, err.decode()
-        assert not sock.exists(), "the service left its socket file behind"
+        _stop(sock, proc)
 
 
 @pytest.mark.req("embed:local")
@@ -99,6 +109,35 @@ def test_json_protocol_and_status(service: Path) -> None:
     assert np.allclose(vectors, LocalEmbedder(threads=1).embed_documents(TEXTS[:2]), atol=1e-5)
     assert status["state"] == "ready" and status["provider"] == "local" and status["dim"] == DIM
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.req("embed:states")
+def test_embeddings_keep_one_connection_per_thread_and_survive_a_restart(short_dir: Path) -> None:
+    """``POST /embed`` goes through a plain HTTP connection kept per thread: a restarted service
+    (the kept connection is dead) is reached again at once; an error answer keeps its code."""
+    sock = short_dir / "embed.sock"
+    proc = _start(sock)
+    with RemoteEmbedder(sock, timeout_s=20) as remote:
+        try:
+            first = remote.embed_query("where is the staging database?")
+            here = remote._embeds._local.conn
+            assert remote.embed_query("x") is not None and remote._embeds._local.conn is here  # kept
+            with ThreadPoolExecutor(1) as pool:
+                assert pool.submit(remote.embed_query, "x").result(timeout=60) is not None
+            assert len(remote._embeds._all) == 2
+            with pytest.raises(EmbedRequestError, match="kind must be"):
+                remote._embed(["x"], "neither")  # type: ignore[arg-type]
+        finally:
+            _stop(sock, proc)
+        with pytest.raises(ProviderNotAvailable, match="not running"):
+            remote.embed_query("where is the staging database?")
+        proc = _start(sock)
+        try:
+            again = remote.embed_query("where is the staging database?")
+        finally:
+            _stop(sock, proc)
+    assert again.tobytes() == first.tobytes()
+    assert here.sock is None  # closed with the client
 
 
 def test_a_second_service_on_the_same_socket_exits_3(service: Path) -> None:
