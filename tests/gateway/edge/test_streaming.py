@@ -11,7 +11,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from gateway.control.store import ControlPlane
+from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
 from gateway.edge.ratelimit import RateLimiter
@@ -114,3 +114,52 @@ async def test_a_client_leaving_before_the_headers_cancels_the_upstream_request(
                 await started.wait()
                 tg.cancel_scope.cancel()
             await cancelled.wait()
+
+
+@pytest.mark.req("gw:route")
+async def test_a_cancellation_not_from_the_client_is_not_swallowed(tmp_path: Path) -> None:
+    """The proxy swallows only the cancellation its own watch made (the client left); one from
+    around the call (an engine stopping under a stream's lease, a shutdown) goes on out."""
+    started, closed = anyio.Event(), anyio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            closed.set()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    store = ControlPlane.open(tmp_path / "control.db")
+    proxy = McpProxy(
+        store=store,
+        supervisor=MockEngines(slow),
+        origin_policy=hdr.OriginPolicy(None, frozenset(), frozenset(), loopback=True),
+        limiter=RateLimiter(rate=100.0, burst=100),
+        metrics=Metrics(),
+        max_body_bytes=1 << 20,
+        retry_after=5,
+    )
+    principal = Principal("own", "ws", "conn", "laptop", read_only=False, scope=None)
+    client_stays = anyio.Event()  # never set: the client does not leave
+
+    async def receive() -> dict[str, object]:
+        await client_stays.wait()
+        return {"type": "http.disconnect"}  # pragma: no cover
+
+    async def send(message: object) -> None:  # pragma: no cover - nothing is answered
+        raise AssertionError(f"nothing should be sent: {message}")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as around:
+
+                async def cancel_once_started() -> None:
+                    await started.wait()
+                    around.cancel()
+
+                tg.start_soon(cancel_once_started)
+                await proxy.serve_local("POST", [(b"host", b"localhost")], b"{}", principal, receive, send)
+                raise AssertionError("the cancellation was swallowed")  # pragma: no cover
+        assert around.cancelled_caught
+        await closed.wait()
