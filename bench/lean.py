@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from gateway.edge.proxy import engine_request
 from gateway.engines.calls import PROTOCOL, reply_of
 from gateway.engines.wire import EngineTransport
 
@@ -93,7 +94,7 @@ async def lean_client(url: str, *, token: str | None = None, uds: str | None = N
 
 
 @asynccontextmanager
-async def wire_client(uds: str, url: str = "http://localhost/mcp") -> AsyncIterator[Call]:
+async def wire_client(uds: str) -> AsyncIterator[Call]:
     """Calls to the engine on the Unix socket ``uds`` through the gateway's engine transport, one
     keep-alive connection, as the gateway's proxy sends them (a built request handed to
     ``EngineTransport.handle_async_request``, the reply read whole)."""
@@ -103,7 +104,9 @@ async def wire_client(uds: str, url: str = "http://localhost/mcp") -> AsyncItera
 
         async def call(tool: str, arguments: dict[str, Any]) -> str | None:
             body = tools_call_body(next(ids), tool, arguments)
-            request = httpx.Request("POST", url, headers=tools_call_headers(tool, None), content=body)
+            headers = [(k.encode(), v.encode()) for k, v in tools_call_headers(tool, None).items()]
+            # as the gateway's proxy builds it: the client's headers, the engine's Host
+            request = engine_request("POST", [*headers, (b"host", b"localhost")], body)
             response = await transport.handle_async_request(request)
             try:
                 await response.aread()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import apsw
 import pytest
 
@@ -13,6 +16,7 @@ from engine.index.db import CLEAN_MARK
 from engine.index.indexer import INDEX_DIR, INDEX_FILE, Indexer
 from engine.store.workspace import Workspace
 from tests.engine.index.helpers import CALLER, EMBEDDER, Engine, engine
+from tests.engine.support import socket_client, socket_engine
 
 
 def _meta(root: Path) -> dict[str, str]:
@@ -206,3 +210,32 @@ def test_the_page_check_is_left_out_after_a_clean_stop_only(
     with engine(tmp_path):
         pass
     assert any("quick_check" in s for s in statements)
+
+
+@pytest.mark.req("perf:cold-start")
+def test_an_engine_process_stopped_as_the_gateway_stops_it_leaves_the_mark(tmp_path: Path) -> None:
+    """The real engine process: told to stop (SIGTERM, as the gateway's supervisor stops an idle
+    engine) once its start-up comparison is done, it leaves the mark; its next start takes it."""
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+
+    async def state() -> dict[str, Any]:
+        async with socket_client(sock) as client:
+            status = (await client.call_tool("memory_status", {})).structured_content
+            assert status is not None
+            return dict(status["index"])
+
+    async def remember(text: str) -> None:
+        async with socket_client(sock) as client:
+            assert not (await client.call_tool("remember", {"statement": text})).is_error
+
+    for round in range(2):
+        with socket_engine(ws, sock):
+            deadline = time.monotonic() + 60
+            while anyio.run(state)["state"] != "ready":  # the start-up comparison, in its thread
+                assert time.monotonic() < deadline, "the start-up comparison did not finish in 60 s"
+                time.sleep(0.05)
+            if round == 0:
+                anyio.run(remember, "The kayak is red.")
+            else:
+                assert CLEAN_MARK not in _meta(ws)  # taken by the start
+        assert CLEAN_MARK in _meta(ws)
