@@ -124,8 +124,27 @@ def _nearest_year(month: int, day: int, anchor: date) -> date | None:
     return best
 
 
+#: Every absolute date form has a digit, and every relative one one of these words: text with
+#: neither (most text) skips the date expressions, which were most of the cost of a memory's rows
+#: (a start-up comparison at 100,000 chunks: half of its 46 s of CPU).
+_DIGIT = re.compile(r"\d")
+_RELATIVE_WORDS: Final = ("yesterday", "today", "tonight", "tomorrow", "last", "this", "next", "ago")
+_RELATIVE_HINT = re.compile("|".join(_RELATIVE_WORDS), re.I)
+
+
+def may_be_relative(text: str) -> bool:
+    """False only when :data:`_RELATIVE` cannot match ``text``. ASCII text is searched lower-cased
+    (4× faster); other text with the expression's own case rules ("laſt", "tonıght" match)."""
+    if text.isascii():
+        lowered = text.lower()
+        return any(word in lowered for word in _RELATIVE_WORDS)
+    return _RELATIVE_HINT.search(text) is not None
+
+
 def _absolute(text: str, anchor: date | None) -> list[tuple[int, date]]:
     found: list[tuple[int, date]] = []
+    if _DIGIT.search(text) is None:
+        return found
 
     def add(pos: int, year: str | None, month: int, day: int) -> None:
         try:
@@ -149,6 +168,8 @@ def _absolute(text: str, anchor: date | None) -> list[tuple[int, date]]:
 
 def _relative(text: str, anchor: date) -> list[tuple[int, date]]:
     found: list[tuple[int, date]] = []
+    if not may_be_relative(text):
+        return found
     for m in _RELATIVE.finditer(text):
         phrase = m.group(0).lower()
         pos = m.start()

@@ -96,3 +96,34 @@ def test_index_rows_carry_written_days_names_and_the_stated_session() -> None:
         "nte_2", "note", "On 4 March 2024, Tomás said hi.", WRITTEN, "live", None, "chat", (), None, "nte_2"
     )
     assert D.item_docs(item, None, other)[0].context == ""  # dated entries of other days
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we met yesterday",
+        "LAST WEEK it rained",
+        "two weeks ago",
+        "Tonight!",
+        "this month",
+        "laſt week",
+        "tonıght",
+        "İt was this year",
+        "next Monday",
+        "nothing of the kind here",
+        "2023-05-08",
+        "on 8 May 2023",
+        "٣ days ago",
+        "a dated ８ May 2023",
+        "plain words only",
+    ],
+)
+def test_the_quick_checks_never_skip_a_date_the_expressions_would_find(text: str) -> None:
+    """The digit and word checks in front of the date expressions are only shortcuts: whatever
+    the expressions match, the checks let through."""
+    from engine.index import mentions as M
+
+    if M._RELATIVE.search(text):
+        assert M.may_be_relative(text)
+    if any(r.search(text) for r in (M._DAY_MONTH, M._MONTH_DAY, M._ISO)):
+        assert M._DIGIT.search(text)
