@@ -54,6 +54,22 @@ def _app(tmp_path: Path, handler: Handler) -> tuple[Starlette, str]:
     return Starlette(routes=[Route("/mcp", proxy)]), token
 
 
+class _Hanging:
+    """An engine that never answers: ``started`` once a request reached it, ``ended`` once the
+    proxy gave up waiting for it (the request was cancelled)."""
+
+    def __init__(self) -> None:
+        self.started, self.ended = anyio.Event(), anyio.Event()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.ended.set()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _sse(stream: httpx.AsyncByteStream) -> httpx.Response:
     return httpx.Response(200, stream=stream, headers={"content-type": "text/event-stream"})
 
@@ -92,16 +108,7 @@ async def test_a_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path: 
 
 @pytest.mark.req("gw:route")
 async def test_a_client_leaving_before_the_headers_cancels_the_upstream_request(tmp_path: Path) -> None:
-    started, cancelled = anyio.Event(), anyio.Event()
-
-    async def slow(request: httpx.Request) -> httpx.Response:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
-        raise AssertionError("unreachable")  # pragma: no cover
-
+    slow = _Hanging()
     app, token = _app(tmp_path, slow)
     async with serving(app) as base, httpx.AsyncClient(timeout=5) as client:
         with anyio.fail_after(10):
@@ -111,24 +118,16 @@ async def test_a_client_leaving_before_the_headers_cancels_the_upstream_request(
                     await client.post(base + "/mcp", json={}, headers={"Authorization": f"Bearer {token}"})
 
                 tg.start_soon(call)
-                await started.wait()
+                await slow.started.wait()
                 tg.cancel_scope.cancel()
-            await cancelled.wait()
+            await slow.ended.wait()
 
 
 @pytest.mark.req("gw:route")
 async def test_a_cancellation_not_from_the_client_is_not_swallowed(tmp_path: Path) -> None:
     """The proxy swallows only the cancellation its own watch made (the client left); one from
     around the call (an engine stopping under a stream's lease, a shutdown) goes on out."""
-    started, closed = anyio.Event(), anyio.Event()
-
-    async def slow(request: httpx.Request) -> httpx.Response:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            closed.set()
-        raise AssertionError("unreachable")  # pragma: no cover
+    slow = _Hanging()
 
     store = ControlPlane.open(tmp_path / "control.db")
     proxy = McpProxy(
@@ -155,11 +154,11 @@ async def test_a_cancellation_not_from_the_client_is_not_swallowed(tmp_path: Pat
             with anyio.CancelScope() as around:
 
                 async def cancel_once_started() -> None:
-                    await started.wait()
+                    await slow.started.wait()
                     around.cancel()
 
                 tg.start_soon(cancel_once_started)
                 await proxy.serve_local("POST", [(b"host", b"localhost")], b"{}", principal, receive, send)
                 raise AssertionError("the cancellation was swallowed")  # pragma: no cover
         assert around.cancelled_caught
-        await closed.wait()
+        await slow.ended.wait()
