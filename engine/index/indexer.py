@@ -183,13 +183,12 @@ class Indexer:
         with self._locked():
             items, facts = self._snapshot()
             self._sig = store_signature(self.ws.root)
+            in_step = self._left_in_step(self._sig)
             self._dirty = set()
             self._catching_up = True
             if self.on_change not in self.ws.listeners:
                 self.ws.listeners.append(self.on_change)
         try:
-            with self._locked():
-                in_step = self._left_in_step()
             touched = 0 if in_step else self._apply(items, facts, self._locked)
             self._in_step = self.progress.state == "ready"
         finally:
@@ -286,7 +285,8 @@ class Indexer:
         """Rewrite the rows that differ from the store (by content hash); returns memories touched."""
         with self.ws.lock:
             items, facts = self._snapshot()
-            touched = 0 if self._left_in_step() else self._apply(items, facts, contextlib.nullcontext)
+            in_step = self._left_in_step(store_signature(self.ws.root))
+            touched = 0 if in_step else self._apply(items, facts, contextlib.nullcontext)
             self._in_step = self.progress.state == "ready"
         self._wake.set()
         return touched
@@ -297,12 +297,11 @@ class Indexer:
     def _read(self, rel: str) -> bytes:
         return (self.ws.root / rel).read_bytes()
 
-    def _left_in_step(self) -> bool:
-        """Whether a clean stop left the rows in step with the store as it is now (its mark, see
-        :mod:`engine.index.signature`); the mark is taken away either way, so that a stop that
-        is not clean leaves none. Call with the snapshot taken, under the workspace lock."""
+    def _left_in_step(self, now: Signature) -> bool:
+        """Whether a clean stop left the rows in step with the store whose files are ``now`` (its
+        mark, see :mod:`engine.index.signature`); the mark is taken away either way, so that a
+        stop that is not clean leaves none. Call with the snapshot taken, under the workspace lock."""
         found = self.db.take_mark()
-        now = store_signature(self.ws.root)
         if found is None or not mark_holds(found, now, _ROW_CODE, self._settings(), self._read):
             return False
         total = len(self._items) + len(self.ws.facts.records)

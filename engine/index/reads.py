@@ -19,8 +19,8 @@ DF_SAMPLE = 4096
 #: Chunk rows kept between writes (:meth:`IndexReader.chunk_rows`): ≈ 2.4 KB each at the live shape,
 #: whose 1,849 chunks fit; a search reads ≈ 100–200 of them.
 ROW_CACHE = 2048
-#: Match answers kept between writes (:meth:`IndexReader.exists`): a query's names, a few a search.
-EXISTS_CACHE = 1024
+#: Small answers kept between writes (:meth:`IndexReader._until_write`): a few each search.
+LOOKUP_CACHE = 1024
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,10 +63,8 @@ class IndexReader:
         self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
         self._groups_touched: set[str] = set()
         self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
-        self._shares: UntilWrite[str, float] = UntilWrite()
         self._rows: UntilWrite[int, ChunkRow] = UntilWrite()
-        self._exists: UntilWrite[tuple[str, str], bool] = UntilWrite(EXISTS_CACHE)
-        self._lookups: UntilWrite[tuple[Any, ...], Any] = UntilWrite(EXISTS_CACHE)
+        self._lookups: UntilWrite[tuple[Any, ...], Any] = UntilWrite(LOOKUP_CACHE)
 
     def touched(self, table: str, rowid: int) -> None:
         """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
@@ -162,19 +160,19 @@ class IndexReader:
         one only ever addressed or mentioned. Counted over the newest :data:`DF_SAMPLE` rows of a
         larger table; cached until the next write."""
         term = name.casefold()
-        with self.lock:
-            known = self._shares.fresh(self.db.total_changes())
-            if term not in known:
-                sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
-                args: list[Any] = []
-                if self._fts_rows("chunks") > DF_SAMPLE:
-                    sql += " AND rowid >= ?"
-                    args = [self._newest_floor("chunks", DF_SAMPLE) or 0]
-                quoted = _expression([term])
-                mentions = int(self.db.execute(sql, (quoted, *args)).fetchall()[0][0])
-                subject = int(self.db.execute(sql, (f"speaker : {quoted}", *args)).fetchall()[0][0])
-                known[term] = subject / mentions if mentions else 0.0
-            return known[term]
+
+        def read() -> float:
+            sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+            args: list[Any] = []
+            if self._fts_rows("chunks") > DF_SAMPLE:
+                sql += " AND rowid >= ?"
+                args = [self._newest_floor("chunks", DF_SAMPLE) or 0]
+            quoted = _expression([term])
+            mentions = int(self.db.execute(sql, (quoted, *args)).fetchall()[0][0])
+            subject = int(self.db.execute(sql, (f"speaker : {quoted}", *args)).fetchall()[0][0])
+            return subject / mentions if mentions else 0.0
+
+        return float(self._until_write(("share", term), read))
 
     def _newest_floor(self, table: str, n: int) -> int | None:
         """The id of the ``n``-th newest row of ``table`` (None if it has fewer). Read from the
@@ -202,13 +200,12 @@ class IndexReader:
     def exists(self, table: str, expression: str) -> bool:
         """Whether any row of ``<table>_fts`` matches ``expression`` (no ranking); the answers
         are kept until the next write (a query's names are looked up on every search)."""
-        with self.lock:
-            known = self._exists.fresh(self.db.total_changes())
-            found = known.get((table, expression))
-            if found is None:
-                sql = f"SELECT 1 FROM {table}_fts WHERE {table}_fts MATCH ? LIMIT 1"
-                found = known[table, expression] = bool(self.db.execute(sql, (expression,)).fetchall())
-            return found
+
+        def read() -> bool:
+            sql = f"SELECT 1 FROM {table}_fts WHERE {table}_fts MATCH ? LIMIT 1"
+            return bool(self.db.execute(sql, (expression,)).fetchall())
+
+        return bool(self._until_write(("exists", table, expression), read))
 
     def _matrix(self, table: str) -> VectorMatrix:
         """The in-memory copy of ``vec_<table>``: loaded on first use, then kept in step."""

@@ -38,11 +38,8 @@ class Gated(httpx.AsyncByteStream):
         self.closed.set()
 
 
-def _app(tmp_path: Path, handler: Handler) -> tuple[Starlette, str]:
-    store = ControlPlane.open(tmp_path / "control.db")
-    owner, ws = store.create_owner("ada@example.com", None)
-    _, token = store.create_pat(owner.id, ws.id, "laptop")
-    proxy = McpProxy(
+def _proxy(store: ControlPlane, handler: Handler) -> McpProxy:
+    return McpProxy(
         store=store,
         supervisor=MockEngines(handler),
         origin_policy=hdr.OriginPolicy(None, frozenset(), frozenset(), loopback=True),
@@ -51,7 +48,13 @@ def _app(tmp_path: Path, handler: Handler) -> tuple[Starlette, str]:
         max_body_bytes=1 << 20,
         retry_after=5,
     )
-    return Starlette(routes=[Route("/mcp", proxy)]), token
+
+
+def _app(tmp_path: Path, handler: Handler) -> tuple[Starlette, str]:
+    store = ControlPlane.open(tmp_path / "control.db")
+    owner, ws = store.create_owner("ada@example.com", None)
+    _, token = store.create_pat(owner.id, ws.id, "laptop")
+    return Starlette(routes=[Route("/mcp", _proxy(store, handler))]), token
 
 
 class _Hanging:
@@ -129,16 +132,7 @@ async def test_a_cancellation_not_from_the_client_is_not_swallowed(tmp_path: Pat
     around the call (an engine stopping under a stream's lease, a shutdown) goes on out."""
     slow = _Hanging()
 
-    store = ControlPlane.open(tmp_path / "control.db")
-    proxy = McpProxy(
-        store=store,
-        supervisor=MockEngines(slow),
-        origin_policy=hdr.OriginPolicy(None, frozenset(), frozenset(), loopback=True),
-        limiter=RateLimiter(rate=100.0, burst=100),
-        metrics=Metrics(),
-        max_body_bytes=1 << 20,
-        retry_after=5,
-    )
+    proxy = _proxy(ControlPlane.open(tmp_path / "control.db"), slow)
     principal = Principal("own", "ws", "conn", "laptop", read_only=False, scope=None)
     client_stays = anyio.Event()  # never set: the client does not leave
 
