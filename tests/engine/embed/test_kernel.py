@@ -13,7 +13,13 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.embed.kernel import EXPECTED_PROJECTIONS, KernelError, int8_matmul_model
+from engine.embed.kernel import (
+    EXPECTED_MASKS,
+    EXPECTED_PROJECTIONS,
+    KernelError,
+    int8_matmul_model,
+    single_pass_model,
+)
 from engine.embed.local import LocalEmbedder, default_model_path
 from engine.index.indexer import Indexer
 from tests.engine.index.helpers import CALLER, engine
@@ -98,6 +104,28 @@ def test_the_shipped_model_has_every_projection_rewritten(shipped: bytes) -> Non
     assert ops.count("DynamicQuantizeMatMul") == 36
     assert ops.count("MatMul") == 12  # attention's own products (scores, weighted values) stay float
     assert ops.count("Cast") == 3  # the two embedding tables' and the mask's stay
+
+
+def test_the_single_pass_model_drops_the_mask_and_keeps_the_vectors_bit_for_bit(shipped: bytes) -> None:
+    kernel, _ = int8_matmul_model(shipped)
+    single, layers = single_pass_model(kernel)
+    assert layers == EXPECTED_MASKS == 6
+    before = onnx.load_from_string(kernel).graph
+    after = onnx.load_from_string(single).graph
+    ops = [n.op_type for n in after.node]
+    assert "IsNaN" not in ops and "GatherND" not in ops and ops.count("Where") == 0
+    assert ops.count("Softmax") == 6 and ops.count("DynamicQuantizeMatMul") == 36
+    assert len(after.node) == len(before.node) - 40
+    produced = {o: n.op_type for n in after.node for o in n.output}
+    assert all(produced[n.input[0]] == "MatMul" for n in after.node if n.op_type == "Softmax")
+    masked, unmasked = _session(kernel), _session(single)
+    tokenizer = LocalEmbedder().model()._tokenizer
+    for text in TEXTS:  # one text per pass, a mask of ones: what the embedder runs
+        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        want = masked.run(["last_hidden_state"], feeds)[0]
+        assert np.array_equal(unmasked.run(["last_hidden_state"], feeds)[0], want)
+    assert single_pass_model(single) == (single, 0)  # nothing left to drop: the same bytes
 
 
 def _float_network(shipped: bytes, texts: list[str]) -> Iterator[np.ndarray]:
