@@ -18,6 +18,7 @@ tail after a crash, a hand-mangled block) is reported as a :class:`Problem` and 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -72,12 +73,12 @@ def _opt_str(fields: dict[str, Any], key: str) -> str | None:
     return str(value)
 
 
-def _event(event_id: str, kind: str, body: str) -> Event:
+def _event(event_id: str, kind: str, body: str, load: Callable[[str], Any] = _yaml.load) -> Event:
     if not _EVENT_ID.match(event_id):
         raise ValueError(f"{event_id!r} is not an event id (evt_ + 26 characters)")
     if kind not in EVENT_KINDS:
         raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
-    fields = _yaml.load(body)
+    fields = load(body)
     if not isinstance(fields, dict):
         raise ValueError("the block's YAML is not a mapping")
     fields = cast(dict[str, Any], fields)
@@ -104,7 +105,8 @@ def _event(event_id: str, kind: str, body: str) -> Event:
     return event
 
 
-def parse_ledger(text: str) -> LedgerText:
+def parse_ledger(text: str, load: Callable[[str], Any] = _yaml.load) -> LedgerText:
+    """The events of one ledger segment and the problems found; ``load`` parses each block's YAML."""
     lines = text.split("\n")
     starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
     events: list[Event] = []
@@ -125,7 +127,9 @@ def parse_ledger(text: str) -> LedgerText:
             problems.append(Problem(start + 1, reason, torn=torn))
             continue
         try:
-            events.append(_event(heading.group(1), heading.group(2), "\n".join(block[opened + 1 : closed])))
+            events.append(
+                _event(heading.group(1), heading.group(2), "\n".join(block[opened + 1 : closed]), load)
+            )
         except Exception as exc:
             problems.append(Problem(start + 1, f"unreadable event block: {exc}"))
         trailing = [k for k in range(closed + 1, len(block)) if block[k].strip()]

@@ -6,7 +6,7 @@ not own (from imports or hand edits) are kept, in their order, after its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from engine.store import _yaml
@@ -57,30 +57,46 @@ def _time(front: Mapping[str, Any], key: str) -> Any:
     return None if value is None else parse_time(value)
 
 
-def parse_note(text: str, default_id: str) -> Note:
+def split_frontmatter(text: str) -> tuple[str | None, str]:
+    """``(frontmatter, rest)`` of a note file: the YAML between a first line ``---`` and the next
+    line that is ``---`` or ``...`` (a line's ``\r`` ending ignored), and what follows that line;
+    ``(None, text)`` when the first line is not ``---``. ``ValueError`` when it is never closed.
+
+    Walks the lines of the frontmatter only: the body is sliced off whole, never split."""
+    first_end = text.find("\n")
+    if (text if first_end < 0 else text[:first_end]).rstrip("\r") != "---":
+        return None, text
+    start = first_end + 1
+    pos = start
+    while first_end >= 0 and pos <= len(text):
+        end = text.find("\n", pos)
+        line = text[pos:] if end < 0 else text[pos:end]
+        if line.rstrip("\r") in ("---", "..."):
+            return text[start : max(start, pos - 1)], ("" if end < 0 else text[end + 1 :])
+        if end < 0:
+            break
+        pos = end + 1
+    raise ValueError("the frontmatter opened with '---' is never closed")
+
+
+def parse_note(text: str, default_id: str, load: Callable[[str], Any] = _yaml.load) -> Note:
     """Read a note file. A file without frontmatter is all body, named ``default_id``.
 
-    Raises ``ValueError`` when the frontmatter is present but unreadable.
+    Raises ``ValueError`` when the frontmatter is present but unreadable. ``load`` parses the
+    frontmatter's YAML (a :class:`~engine.store.yamlmemo.YamlMemo`'s when a workspace opens).
     """
     front: dict[str, Any] = {}
-    rest = text
-    lines = text.split("\n")
-    if lines and lines[0].rstrip("\r") == "---":
-        for j in range(1, len(lines)):
-            if lines[j].rstrip("\r") in ("---", "..."):
-                try:
-                    loaded = _yaml.load("\n".join(lines[1:j])) if j > 1 else {}
-                except _yaml.YAMLError as exc:
-                    raise ValueError(f"the frontmatter is not valid YAML: {exc}") from None
-                if loaded is None:
-                    loaded = {}
-                if not isinstance(loaded, dict):
-                    raise ValueError("the frontmatter is not a YAML mapping")
-                front = cast(dict[str, Any], loaded)
-                rest = "\n".join(lines[j + 1 :])
-                break
-        else:
-            raise ValueError("the frontmatter opened with '---' is never closed")
+    block, rest = split_frontmatter(text)
+    if block is not None:
+        try:
+            loaded = load(block) if block else {}
+        except _yaml.YAMLError as exc:
+            raise ValueError(f"the frontmatter is not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ValueError("the frontmatter is not a YAML mapping")
+        front = cast(dict[str, Any], loaded)
     body = rest[:-1] if rest.endswith("\n") else rest
     tags = front.get("tags")
     if tags is None:

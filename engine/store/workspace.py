@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,10 +32,13 @@ from engine.store import daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
+from engine.store.yamlmemo import MEMO_NAME, YamlMemo
 
 log = logging.getLogger("almanac.engine.store")
 
 FACTS, NOTES, ARCHIVE, RETIRED, LOGS = "facts", "notes", "archive", "retired", "logs"
+#: Derived data beside the store (the embedding cache, the YAML memo): safe to delete, never exported.
+CACHE = ".cache"
 _NOTE_ROOTS = {State.LIVE: Path(NOTES), State.ARCHIVED: Path(ARCHIVE), State.RETIRED: Path(RETIRED, NOTES)}
 _LOG_ROOTS = {State.LIVE: Path(LOGS), State.RETIRED: Path(RETIRED, LOGS)}
 
@@ -81,12 +85,43 @@ def day_path(day: date) -> Path:
     return Path(f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}.md")
 
 
-def md_files(base: Path) -> Iterator[Path]:
-    """Every Markdown file below ``base`` (none when it does not exist), sorted, hidden ones left out."""
+def md_files(base: Path) -> list[Path]:
+    """Every Markdown file below ``base`` (none when it does not exist), hidden ones left out,
+    sorted by their path's parts. Folders reached through a symbolic link are not entered (a
+    linked file is read); a folder that cannot be listed is passed over."""
+    return [path for path, _ in md_tree(base)]
+
+
+def md_tree(base: Path) -> list[tuple[Path, Path]]:
+    """:func:`md_files` as ``(path, path relative to base)`` pairs (each path parsed once)."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(folder: str, parts: tuple[str, ...]) -> None:
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
+            try:
+                is_folder = entry.is_dir() and not entry.is_symlink()
+                is_md = name.endswith(".md") and not name.startswith(".") and entry.is_file()
+            except OSError:
+                continue
+            if is_folder:
+                walk(entry.path, (*parts, name))
+            elif is_md:
+                found.append((*parts, name))
+
     if base.is_dir():
-        for path in sorted(base.rglob("*.md")):
-            if not path.name.startswith(".") and path.is_file():
-                yield path
+        walk(str(base), ())
+    found.sort()
+    pairs = []
+    for parts in found:
+        rel = Path(*parts)
+        pairs.append((base / rel, rel))
+    return pairs
 
 
 class Workspace:
@@ -99,6 +134,7 @@ class Workspace:
         self.note_by_content: dict[str, str] = {}
         self.deleted: dict[str, Event] = {}  # memory id -> its delete event (what the owner erased)
         self.problems: list[FileProblem] = []
+        self.yaml_parsed = 0  # YAML blocks the last load parsed (not from the memo)
         self.listeners: list[Callable[[str], None]] = []
         self._dir_lock = fsio.DirectoryLock(root)
 
@@ -127,11 +163,12 @@ class Workspace:
             moved: dict[str, State] = {}  # a log entry's state as the ledger's last retire/restore says
             mentioned: set[str] = set()  # memories with blocks since their last delete event (if any)
             unfinished: set[str] = set()  # deletions whose erasure a crash interrupted
+            memo = YamlMemo.read(self.root / CACHE / MEMO_NAME)
             for path in md_files(self.root / FACTS):
                 text = self._read_text(path)
                 if text is None:
                     continue
-                parsed = ledger.parse_ledger(text)
+                parsed = ledger.parse_ledger(text, memo.load)
                 self._report(path, parsed.problems)
                 for event in parsed.events:
                     self.facts.apply(event)
@@ -148,13 +185,15 @@ class Workspace:
                         moved[event.memory] = State.RETIRED if event.kind == "retire" else State.LIVE
             for state in (State.RETIRED, State.LIVE, State.ARCHIVED):
                 base = self.root / _NOTE_ROOTS[state]
-                for path in md_files(base):
-                    self._load_note(path, path.relative_to(base), state)
+                for path, rel in md_tree(base):
+                    self._load_note(path, rel, state, memo)
+            memo.save()
+            self.yaml_parsed = memo.parsed
             copies: dict[str, list[LogRecord]] = {}
             for state in (State.RETIRED, State.LIVE):
                 base = self.root / _LOG_ROOTS[state]
-                for path in md_files(base):
-                    self._load_log(path, path.relative_to(base), state, copies)
+                for path, rel in md_tree(base):
+                    self._load_log(path, rel, state, copies)
             for entry_id, found in copies.items():
                 self.logs[entry_id] = self._one_copy(found, moved.get(entry_id, State.LIVE))
             unfinished |= {m for m in self.deleted if m in self.notes or m in self.logs}
@@ -211,13 +250,13 @@ class Workspace:
             self.problems.append(FileProblem(rel, problem.line, problem.message, problem.torn))
             log.warning("%s:%d: %s (skipped)", rel, problem.line, problem.message)
 
-    def _load_note(self, path: Path, rel: Path, state: State) -> None:
+    def _load_note(self, path: Path, rel: Path, state: State, memo: YamlMemo) -> None:
         default_id = "nte_h" + hashlib.sha256(str(rel).encode()).hexdigest()[:25]
         text = self._read_text(path, strict=True)
         if text is None:
             return
         try:
-            note = notefile.parse_note(text, default_id)
+            note = notefile.parse_note(text, default_id, memo.load)
         except Exception as exc:
             self._report(path, [Problem(1, f"unreadable note: {exc}")])
             return

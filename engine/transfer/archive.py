@@ -150,6 +150,13 @@ def restore(ws: Workspace, source: Path, out: TextIO = sys.stderr) -> dict[str, 
         if set(by_path) != set(listed):
             extra = sorted(set(by_path) ^ set(listed))
             raise BadImport(f"the export's files do not match its manifest ({extra[0]}); nothing was written")
+        for name in sorted(listed):
+            top = PurePosixPath(name).parts[0]
+            if top in DERIVED or top == fsio.LOCK_NAME or top.startswith(STAGING_PREFIX):
+                raise BadImport(
+                    f"the export holds {name}, which is not part of a store (derived data or the "
+                    "engine's own file; an export never carries it); nothing was written"
+                )
         staging = ws.root / f"{STAGING_PREFIX}restore"
         shutil.rmtree(staging, ignore_errors=True)
         say(f"{len(listed)} files to restore")

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.store.model import Note, Source
-from engine.store.notefile import OWN_KEYS, format_note, parse_note
+from engine.store.notefile import OWN_KEYS, format_note, parse_note, split_frontmatter
 
 _CONTROL = "".join(chr(c) for c in [*range(9), 11, 12, *range(14, 32), 127])
 body_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters=_CONTROL), max_size=300)
@@ -88,3 +88,28 @@ def test_a_file_without_frontmatter_is_all_body() -> None:
 def test_unreadable_frontmatter_raises_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         parse_note(text, "nte_x")
+
+
+def _split_by_lines(text: str) -> tuple[str | None, str]:
+    """The frontmatter split as it was first written (every line of the file split apart)."""
+    lines = text.split("\n")
+    if lines and lines[0].rstrip("\r") == "---":
+        for j in range(1, len(lines)):
+            if lines[j].rstrip("\r") in ("---", "..."):
+                return "\n".join(lines[1:j]), "\n".join(lines[j + 1 :])
+        raise ValueError("never closed")
+    return None, text
+
+
+@given(st.lists(st.sampled_from(["---", "...", "---\r", "a: b", "", "\r", "x ---", "body"]), max_size=8))
+def test_the_frontmatter_is_split_as_by_lines_without_splitting_the_body(lines: list[str]) -> None:
+    for text in ("\n".join(lines), "\n".join(lines) + "\n"):
+        try:
+            expected: tuple[str | None, str] | None = _split_by_lines(text)
+        except ValueError:
+            expected = None
+        if expected is None:
+            with pytest.raises(ValueError, match="never closed"):
+                split_frontmatter(text)
+        else:
+            assert split_frontmatter(text) == expected

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import zipfile
@@ -134,3 +135,30 @@ def test_export_refuses_an_existing_file_and_a_served_workspace(tmp_path: Path) 
         result = engine("--export", str(tmp_path / "new.zip"), "--dir", str(source))
     assert result.returncode == 3 and "another engine is serving" in result.stderr
     assert not (tmp_path / "new.zip").exists()
+
+
+@pytest.mark.req("life:import")
+def test_a_restore_refuses_an_export_carrying_derived_data(tmp_path: Path) -> None:
+    """An export never holds ``.index/``, ``.cache/`` or the lock; one that does (made by hand, its
+    manifest matching) could plant a memo or an index the engine would trust: refused, nothing written."""
+    source, out = tmp_path / "ws", tmp_path / "ws.zip"
+    fill(source)
+    assert engine("--export", str(out), "--dir", str(source)).returncode == 0
+    for planted in (".cache/store-yaml.json", ".index/index.sqlite", ".almanac.lock"):
+        crafted = tmp_path / "crafted.zip"
+        data = b'{"format": 1, "blocks": {}}'
+        with zipfile.ZipFile(out) as good, zipfile.ZipFile(crafted, "w") as bad:
+            manifest = json.loads(good.read("almanac-export.json"))
+            manifest["files"].append(
+                {"path": planted, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            )
+            for info in good.infolist():
+                if info.filename != "almanac-export.json":
+                    bad.writestr(info, good.read(info))
+            bad.writestr(planted, data)
+            bad.writestr("almanac-export.json", json.dumps(manifest))
+        target = tmp_path / f"new-{planted.strip('.').replace('/', '-')}"
+        result = engine("--import", str(crafted), "--dir", str(target), "--create")
+        assert result.returncode == 2 and f"the export holds {planted}" in result.stderr, result.stderr
+        assert not list(target.glob("*/**/*.md"))
+        assert not (target / planted).is_file() or (target / planted).read_bytes() != data  # the lock is the engine's
