@@ -354,8 +354,10 @@ WRITE_RATIO = 2.0
 STARTS_TITLE = "Starting the large workspace"
 STARTS_SHAPE = (
     "The same workspace opened as an engine opens it (`bench/starts.py`): the store loaded "
-    "(`Workspace.open`), the index opened (`Indexer(...)`: after a stop that was not clean it "
-    "reads every page, `PRAGMA quick_check`), the rows compared with the store (in the engine "
+    "(`Workspace.open`: every file read; each YAML block parsed unless the memo in "
+    "`.cache/store-yaml.json` holds its text — `docs/store-format.md`), the index opened "
+    "(`Indexer(...)`: after a stop that was not clean it reads every page, `PRAGMA quick_check`), "
+    "the rows compared with the store (in the engine "
     "a thread, while calls are answered; after a clean stop whose mark still holds, skipped — "
     "`docs/recall.md`). Wall seconds; CPU is the process's for all three. The first call can "
     "be answered once the store and the index are open (`perf:cold-start`, ≤ 1 s)."

@@ -5,8 +5,9 @@ measurements. Each start is timed in parts, in-process (the engine's own start d
 three steps): ``Workspace.open`` (every Markdown file read and parsed), ``Indexer(...)`` (the
 index opened and checked) and ``Indexer.start`` (the start-up comparison of every row with the
 store, run here in the foreground: in the engine it runs in a thread while calls are answered).
-Starts after a clean stop (the index carries its mark) are set against a start whose mark was
-taken away first — the same as after a crash or a version change — measured in the same run.
+Starts after a clean stop (the index carries its mark) are set against a start without the
+store's YAML memo (``.cache/store-yaml.json``: the first start after an upgrade) and a start whose
+mark was taken away first — the same as after a crash or a version change — in the same run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import apsw
 
 from engine.index.db import CLEAN_MARK
 from engine.index.indexer import INDEX_DIR, INDEX_FILE, Indexer
-from engine.store.workspace import Workspace
+from engine.store.workspace import CACHE, Workspace
+from engine.store.yamlmemo import MEMO_NAME
 
 #: SPEC §13 ``perf:cold-start``: a sleeping workspace answers its first call within this.
 COLD_START_S = 1.0
@@ -55,11 +57,15 @@ def take_mark(root: Path) -> None:
 
 
 def measure_starts(root: Path, embedder: Any, runs: int = 3, say: Callable[[str], None] = print) -> str:
-    """``runs`` starts after a clean stop and one without the mark, as a Markdown table."""
+    """``runs`` starts after a clean stop, one without the YAML memo and one without the mark, as
+    a Markdown table."""
     clean = []
     for i in range(runs):
         clean.append(one_start(root, embedder))
         say(f"  start after a clean stop {i + 1}/{runs}: {clean[-1]['total']:.2f} s")
+    (root / CACHE / MEMO_NAME).unlink(missing_ok=True)
+    unmemo = one_start(root, embedder)
+    say(f"  start without the YAML memo: {unmemo['total']:.2f} s")
     take_mark(root)
     unclean = one_start(root, embedder)
     say(f"  start without the mark: {unclean['total']:.2f} s")
@@ -71,6 +77,7 @@ def measure_starts(root: Path, embedder: Any, runs: int = 3, say: Callable[[str]
     ]
     for label, parts in (
         (f"after a clean stop (median of {runs})", median),
+        ("without the YAML memo (the first start after an upgrade, or `.cache/` deleted), 1 run", unmemo),
         ("without the mark (after a crash or an upgrade), 1 run", unclean),
     ):
         # the first call waits for the store and the index, not for the comparison (a thread)

@@ -83,8 +83,10 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same(k, j) for k, j in zip(a, b, strict=True)) and all(
-            same(a[k], b[k]) for k in a
+        return (
+            list(a) == list(b)
+            and all(same(k, j) for k, j in zip(a, b, strict=True))
+            and all(same(a[k], b[k]) for k in a)
         )
     if isinstance(a, datetime):
         return a == b and a.utcoffset() == b.utcoffset() and (a.tzinfo is None) == (b.tzinfo is None)

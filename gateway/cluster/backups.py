@@ -31,6 +31,9 @@ from gateway.errors import BadRequest, MoveFailed
 
 #: The most a restore reads of a file at once (bytes).
 CHUNK = 1 << 20
+#: What an export never holds (engine/transfer/archive.py leaves them out): the derived index and
+#: caches, and the lock of the engine serving the folder.
+NOT_EXPORTED = (".index", ".cache", ".almanac.lock")
 #: The export's own manifest (engine/transfer/archive.py writes it; not a file of the store).
 EXPORT_MANIFEST = "almanac-export.json"
 EXPORT_FORMAT, EXPORT_VERSION = "almanac-export", 1
@@ -138,6 +141,8 @@ def export_entries(archive: zipfile.ZipFile, workspace_id: str, where: Path) -> 
     for name, info in members.items():
         if not manifest.safe_relative(name):
             raise refuse(f"{name!r} would be written outside the workspace's folder")
+        if name.split("/", 1)[0] in NOT_EXPORTED:
+            raise refuse(f"{name!r} is derived data or the engine's own file, which an export never holds")
         if stat.S_ISLNK(info.external_attr >> 16):
             raise refuse(f"{name!r} is a symbolic link")
     stored = set(members) - {EXPORT_MANIFEST}

@@ -30,11 +30,17 @@ scalars = (
     | st.floats(allow_nan=False)
     | st.text(max_size=30)
     | st.dates()
-    | st.datetimes(timezones=st.none() | st.just(UTC) | st.builds(timezone, st.sampled_from([timedelta(hours=2), timedelta(hours=-5, minutes=-30)])))
+    | st.datetimes(
+        timezones=st.none()
+        | st.just(UTC)
+        | st.builds(timezone, st.sampled_from([timedelta(hours=2), timedelta(hours=-5, minutes=-30)]))
+    )
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -140,7 +146,17 @@ def test_a_memo_that_cannot_be_written_changes_nothing(filled: Path) -> None:
 
 
 def test_md_files_lists_what_a_recursive_glob_lists_in_the_same_order(tmp_path: Path) -> None:
-    for rel in ("b.md", "a/z.md", "a/b/c.md", "a-b/x.md", "A/y.md", ".hidden.md", "a/.h/k.md", "n.txt", "d.md/e.md"):
+    for rel in (
+        "b.md",
+        "a/z.md",
+        "a/b/c.md",
+        "a-b/x.md",
+        "A/y.md",
+        ".hidden.md",
+        "a/.h/k.md",
+        "n.txt",
+        "d.md/e.md",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     (tmp_path / "linked").symlink_to(tmp_path / "a", target_is_directory=True)

@@ -161,4 +161,6 @@ def test_a_restore_refuses_an_export_carrying_derived_data(tmp_path: Path) -> No
         result = engine("--import", str(crafted), "--dir", str(target), "--create")
         assert result.returncode == 2 and f"the export holds {planted}" in result.stderr, result.stderr
         assert not list(target.glob("*/**/*.md"))
-        assert not (target / planted).is_file() or (target / planted).read_bytes() != data  # the lock is the engine's
+        assert (
+            not (target / planted).is_file() or (target / planted).read_bytes() != data
+        )  # the lock is the engine's

@@ -136,12 +136,14 @@ async def test_a_lost_workspace_is_restored_from_its_owner_s_export_and_a_large_
     escape = _rewritten(exported, tmp_path / "escape.zip", {"../../escape.md": b"out"}, True)
     tampered = _a_memory_altered(exported)  # the same size, one byte changed
     damaged = _rewritten(exported, tmp_path / "damaged.zip", tampered, False)
+    planted = _rewritten(exported, tmp_path / "planted.zip", {".cache/store-yaml.json": b"{}"}, True)
     refusals = {
         tmp_path / "notes.txt": "is not a zip file",
         plain: "not an Almanac export",
         others: f"it is the export of workspace '{ned}', not of '{mia}'",
         escape: "leaves the workspace",
         damaged: "does not match its SHA-256",
+        planted: "which an export never holds",
     }
     for source, problem in refusals.items():
         refused = _restore(a, "mia@example.com", source)
