@@ -23,19 +23,34 @@ STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
 
 
 def store_signature(root: Path) -> Signature:
-    """``relative path → (mtime_ns, size)`` of every Markdown file of the store (cheap: stat only)."""
+    """``relative path → (mtime_ns, size)`` of every Markdown file of the store (cheap: stat only).
+
+    Runs at every start and every hand-edit scan (each 5 s), so it walks with ``os.scandir`` and
+    builds each relative path as text (``os.path.relpath`` per file was most of its cost)."""
     out: Signature = {}
+
+    def walk(folder: str, rel: str) -> None:
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:  # gone, or not a folder: nothing of the store there
+            return
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            try:
+                if entry.is_dir():  # as os.walk: a linked folder is not entered, nor read as a file
+                    if not entry.is_symlink():
+                        walk(entry.path, f"{rel}/{name}")
+                elif name.endswith(".md"):
+                    st = entry.stat()
+                    out[f"{rel}/{name}"] = (st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                continue
+
     for top in STORE_DIRS:
-        for dirpath, dirnames, filenames in os.walk(root / top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            for name in filenames:
-                if name.endswith(".md") and not name.startswith("."):
-                    path = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(path)
-                    except FileNotFoundError:
-                        continue
-                    out[os.path.relpath(path, root)] = (st.st_mtime_ns, st.st_size)
+        walk(os.path.join(root, top), top)
     return out
 
 

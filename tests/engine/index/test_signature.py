@@ -239,3 +239,23 @@ def test_an_engine_process_stopped_as_the_gateway_stops_it_leaves_the_mark(tmp_p
             else:
                 assert CLEAN_MARK not in _meta(ws)  # taken by the start
         assert CLEAN_MARK in _meta(ws)
+
+
+def test_the_signature_lists_the_store_s_markdown_files_as_a_walk_of_the_store_does(tmp_path: Path) -> None:
+    """Every ``.md`` file under the store's folders by its relative path, with its time and size;
+    hidden files and folders, other folders, linked folders and dangling links left out."""
+    for rel in ("notes/2026/01/a.md", "notes/b.md", "notes/.hidden/c.md", "notes/.d.md", "facts/2026-01.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "notes" / "x.txt").write_text("not Markdown")
+    (tmp_path / "elsewhere" / "e.md").parent.mkdir()
+    (tmp_path / "elsewhere" / "e.md").write_text("outside the store")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "linked").symlink_to(tmp_path / "notes", target_is_directory=True)
+    (tmp_path / "logs" / "folder.md").symlink_to(tmp_path / "notes", target_is_directory=True)
+    (tmp_path / "logs" / "gone.md").symlink_to(tmp_path / "nowhere.md")
+    (tmp_path / "logs" / "b.md").symlink_to(tmp_path / "notes" / "b.md")
+    found = signature.store_signature(tmp_path)
+    assert sorted(found) == ["facts/2026-01.md", "logs/b.md", "notes/2026/01/a.md", "notes/b.md"]
+    st = os.stat(tmp_path / "notes" / "b.md")
+    assert found["notes/b.md"] == found["logs/b.md"] == (st.st_mtime_ns, st.st_size)
