@@ -22,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from gateway.edge.proxy import engine_request
+from gateway.edge import headers as hdr
+from gateway.edge.proxy import engine_request, read_whole
 from gateway.engines.calls import PROTOCOL, reply_of
 from gateway.engines.wire import EngineTransport
 
@@ -96,8 +97,9 @@ async def lean_client(url: str, *, token: str | None = None, uds: str | None = N
 @asynccontextmanager
 async def wire_client(uds: str) -> AsyncIterator[Call]:
     """Calls to the engine on the Unix socket ``uds`` through the gateway's engine transport, one
-    keep-alive connection, as the gateway's proxy sends them (a built request handed to
-    ``EngineTransport.handle_async_request``, the reply read whole)."""
+    keep-alive connection, as the gateway's proxy sends them and reads them (a built request handed
+    to ``EngineTransport.handle_async_request``, the reply's body read whole from its stream, as
+    ``McpProxy`` passes on a reply of known length); only the check of ``isError`` is the bench's."""
     transport = EngineTransport(uds, max_connections=1, keepalive_expiry=30.0)
     ids = itertools.count(1)
     try:
@@ -109,11 +111,21 @@ async def wire_client(uds: str) -> AsyncIterator[Call]:
             request = engine_request("POST", [*headers, (b"host", b"localhost")], body)
             response = await transport.handle_async_request(request)
             try:
-                await response.aread()
+                content = await read_whole(response)
             finally:
                 await response.aclose()
-            return error_of(response)
+            return error_of_reply(response, content)
 
         yield call
     finally:
         await transport.aclose()
+
+
+def error_of_reply(response: httpx.Response, content: bytes) -> str | None:
+    """:func:`error_of` for a reply whose body was read from its stream: a JSON reply is decoded
+    straight from its bytes (what ``Response.json`` does after its encoding checks)."""
+    if response.status_code == 200 and hdr.get(response.headers.raw, b"content-type") == "application/json":
+        result = json.loads(content).get("result")
+        if isinstance(result, dict) and result.get("isError") is False:
+            return None
+    return error_of(httpx.Response(response.status_code, headers=response.headers, content=content))

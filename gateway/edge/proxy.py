@@ -34,6 +34,7 @@ from gateway.edge import headers as hdr
 from gateway.edge.principals import PrincipalCache, off_loop
 from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
+from gateway.engines.wire import EngineBody
 from gateway.errors import (
     EngineUnreachable,
     GatewayError,
@@ -175,6 +176,14 @@ def body_of(upstream: httpx.Response) -> httpx.AsyncByteStream:
     stream = upstream.stream
     assert isinstance(stream, httpx.AsyncByteStream)
     return stream
+
+
+async def read_whole(upstream: httpx.Response) -> bytes:
+    """A reply's whole raw body (the engine transport's body reads it without an async generator)."""
+    stream = body_of(upstream)
+    if isinstance(stream, EngineBody):
+        return await stream.read()
+    return b"".join([chunk async for chunk in stream])
 
 
 def whole(request: httpx.Request, upstream: httpx.Response) -> bool:
@@ -483,7 +492,7 @@ class McpProxy:
             start: Message = {"type": "http.response.start", "status": upstream.status_code}
             if whole(request, upstream):
                 try:
-                    body = b"".join([chunk async for chunk in body_of(upstream)])
+                    body = await read_whole(upstream)
                 except httpx.TransportError as exc:  # nothing sent yet: the engine is unreachable
                     self._gone(principal, request, exc)
                     raise unreachable() from exc

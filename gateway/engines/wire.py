@@ -147,8 +147,11 @@ class _Connection(asyncio.Protocol):
                 return None
             self._more = asyncio.get_running_loop().create_future()
             try:
-                async with asyncio.timeout(timeout):
+                if timeout is None:  # the proxy's calls: no timer to set and cancel
                     await self._more
+                else:
+                    async with asyncio.timeout(timeout):
+                        await self._more
             except TimeoutError:
                 raise httpx.ReadTimeout("the engine's reply did not go on in time") from None
             finally:
@@ -191,7 +194,7 @@ class _Connection(asyncio.Protocol):
             self._writable = None
 
 
-class _Body(httpx.AsyncByteStream):
+class EngineBody(httpx.AsyncByteStream):
     """A reply's body as it arrives; closing it gives the connection back (or closes it)."""
 
     def __init__(self, pool: EngineTransport, connection: _Connection, read_timeout: float | None) -> None:
@@ -201,6 +204,14 @@ class _Body(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while (data := await self._connection.chunk(self._read_timeout)) is not None:
             yield data
+
+    async def read(self) -> bytes:
+        """The rest of the body, whole: what joining the pieces of ``async for`` gives, without an
+        async generator per reply (the proxy reads a JSON reply this way)."""
+        pieces = []
+        while (data := await self._connection.chunk(self._read_timeout)) is not None:
+            pieces.append(data)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def aclose(self) -> None:
         if not self._released:
@@ -236,11 +247,15 @@ class EngineTransport(httpx.AsyncBaseTransport):
         try:
             head = connection.begin()
             await self._send(connection, request, timeout.get("write"))
-            try:
-                async with asyncio.timeout(timeout.get("read")):
-                    status, headers = await head
-            except TimeoutError:
-                raise httpx.ReadTimeout("the engine did not answer in time") from None
+            read = timeout.get("read")
+            if read is None:  # the proxy's calls: no timer to set and cancel
+                status, headers = await head
+            else:
+                try:
+                    async with asyncio.timeout(read):
+                        status, headers = await head
+                except TimeoutError:
+                    raise httpx.ReadTimeout("the engine did not answer in time") from None
         except BaseException:
             connection.close()
             self.release(connection)
@@ -248,7 +263,7 @@ class EngineTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status,
             headers=headers,
-            stream=_Body(self, connection, timeout.get("read")),
+            stream=EngineBody(self, connection, timeout.get("read")),
             extensions={"http_version": b"HTTP/1.1"},
         )
 

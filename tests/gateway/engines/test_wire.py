@@ -22,7 +22,7 @@ import uvicorn
 
 from gateway.control.store import Principal
 from gateway.engines.calls import call_tool
-from gateway.engines.wire import HIGH_WATER, EngineTransport
+from gateway.engines.wire import HIGH_WATER, EngineBody, EngineTransport
 from tests.gateway.engines.test_supervisor import make_config, supervising
 
 pytestmark = pytest.mark.anyio
@@ -147,6 +147,38 @@ async def test_a_long_reply_reaches_a_slow_reader_intact(tmp_path: Path) -> None
                 await anyio.sleep(0.001)
         assert bytes(seen) == b"".join(bytes([i % 256]) * 65536 for i in range(count))
         assert (await http.post("/echo", content=b"again")).status_code == 200
+        assert pool(http).connections == 1
+
+
+async def read_whole(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> bytes:
+    """A request handed to the transport itself, its reply read whole, as the proxy does."""
+    response = await pool(http).handle_async_request(http.build_request(method, url, **kwargs))
+    try:
+        assert isinstance(response.stream, EngineBody)
+        return await response.stream.read()
+    finally:
+        await response.aclose()
+
+
+async def test_a_reply_read_whole_is_the_reply_streamed_with_no_read_timeout(tmp_path: Path) -> None:
+    """As the proxy calls: no read timeout (no timer is set) and a reply of known length read whole."""
+    count = 4 * HIGH_WATER // 65536 + 3  # reading pauses and resumes on the way
+    as_the_proxy = httpx.Timeout(5.0, read=None)
+    async with serving(tmp_path, App()) as path, client(path, timeout=as_the_proxy) as http:
+        streamed = b"".join(bytes([i % 256]) * 65536 for i in range(count))
+        assert await read_whole(http, "GET", "/stream", params={"n": count}) == streamed
+        assert await read_whole(http, "POST", "/echo", content=b"one") == (
+            f"3 {hashlib.sha256(b'one').hexdigest()}".encode()
+        )
+        assert await read_whole(http, "GET", "/slow") == b"late"  # no read timeout: it waits
+        with pytest.raises(httpx.ReadError):
+            await read_whole(http, "GET", "/broken")
+        with anyio.move_on_after(0.2):  # a caller cancelled while waiting, with no timer set
+            await read_whole(http, "GET", "/slow")
+        assert pool(http).connections == 0
+        assert await read_whole(http, "POST", "/echo", content=b"ok") == (
+            f"2 {hashlib.sha256(b'ok').hexdigest()}".encode()
+        )
         assert pool(http).connections == 1
 
 
