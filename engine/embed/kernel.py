@@ -44,7 +44,7 @@ class KernelError(ProviderNotAvailable):
 Field = tuple[int, int, int | memoryview, memoryview]  # number, wire type, value, the field's own bytes
 
 
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     value, shift = 0, 0
     while True:
         if pos >= len(buf) or shift > 63:
@@ -64,16 +64,16 @@ def fields(data: bytes | memoryview) -> list[Field]:
     pos = 0
     while pos < len(buf):
         start = pos
-        key, pos = _varint(buf, pos)
+        key, pos = varint(buf, pos)
         number, wire = key >> 3, key & 7
         value: int | memoryview
         if wire == 0:
-            value, pos = _varint(buf, pos)
+            value, pos = varint(buf, pos)
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4
             value, pos = buf[pos : pos + width], pos + width
         elif wire == 2:
-            length, pos = _varint(buf, pos)
+            length, pos = varint(buf, pos)
             value, pos = buf[pos : pos + length], pos + length
         else:
             raise KernelError(f"the model file is not a valid protobuf (wire type {wire})")
@@ -83,7 +83,7 @@ def fields(data: bytes | memoryview) -> list[Field]:
     return out
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte, value = value & 0x7F, value >> 7
@@ -94,19 +94,19 @@ def _encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _bytes_field(number: int, payload: bytes | memoryview) -> bytes:
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + bytes(payload)
+def bytes_field(number: int, payload: bytes | memoryview) -> bytes:
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + bytes(payload)
 
 
-def _int_field(number: int, value: int) -> bytes:
-    return _encode_varint(number << 3) + _encode_varint(value)
+def int_field(number: int, value: int) -> bytes:
+    return encode_varint(number << 3) + encode_varint(value)
 
 
 def _strings(parsed: list[Field], number: int) -> list[str]:
     return [bytes(v).decode() for n, w, v, _ in parsed if n == number and isinstance(v, memoryview)]
 
 
-def _string(parsed: list[Field], number: int) -> str:
+def last_string(parsed: list[Field], number: int) -> str:
     found = _strings(parsed, number)
     return found[-1] if found else ""
 
@@ -121,7 +121,7 @@ class Node:
     @staticmethod
     def parse(buf: memoryview) -> Node:
         parsed = fields(buf)
-        op, domain = _string(parsed, NODE_OP), _string(parsed, NODE_DOMAIN)
+        op, domain = last_string(parsed, NODE_OP), last_string(parsed, NODE_DOMAIN)
         return Node(op, domain, _strings(parsed, NODE_IN), _strings(parsed, NODE_OUT))
 
 
@@ -142,7 +142,7 @@ class Tensor:
             elif number == TENSOR_DIMS and isinstance(value, memoryview):  # packed
                 pos = 0
                 while pos < len(value):
-                    dim, pos = _varint(value, pos)
+                    dim, pos = varint(value, pos)
                     dims.append(dim)
             elif number == TENSOR_TYPE and isinstance(value, int):
                 dtype = value
@@ -154,15 +154,15 @@ class Tensor:
 
 
 def _tensor(name: str, dtype: int, dims: list[int], raw: bytes) -> bytes:
-    body = b"".join(_int_field(TENSOR_DIMS, d) for d in dims)
-    body += _int_field(TENSOR_TYPE, dtype) + _bytes_field(TENSOR_NAME, name.encode())
-    return body + _bytes_field(TENSOR_RAW, raw)
+    body = b"".join(int_field(TENSOR_DIMS, d) for d in dims)
+    body += int_field(TENSOR_TYPE, dtype) + bytes_field(TENSOR_NAME, name.encode())
+    return body + bytes_field(TENSOR_RAW, raw)
 
 
 def _node(op: str, inputs: list[str], output: str, name: str) -> bytes:
-    body = b"".join(_bytes_field(NODE_IN, i.encode()) for i in inputs)
-    body += _bytes_field(NODE_OUT, output.encode()) + _bytes_field(NODE_NAME, name.encode())
-    return body + _bytes_field(NODE_OP, op.encode()) + _bytes_field(NODE_DOMAIN, MS_DOMAIN.encode())
+    body = b"".join(bytes_field(NODE_IN, i.encode()) for i in inputs)
+    body += bytes_field(NODE_OUT, output.encode()) + bytes_field(NODE_NAME, name.encode())
+    return body + bytes_field(NODE_OP, op.encode()) + bytes_field(NODE_DOMAIN, MS_DOMAIN.encode())
 
 
 def _single(readers: dict[str, list[int]], name: str) -> int | None:
@@ -229,7 +229,7 @@ def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
     for number, _wire, value, raw in graph:
         if number == GRAPH_NODE:
             if index in fused:
-                body += _bytes_field(GRAPH_NODE, fused[index])
+                body += bytes_field(GRAPH_NODE, fused[index])
             elif index not in gone:
                 body += raw
             index += 1
@@ -238,113 +238,15 @@ def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
         else:
             body += raw
     for tensor in added:
-        body += _bytes_field(GRAPH_INIT, tensor)
+        body += bytes_field(GRAPH_INIT, tensor)
     out_model = bytearray()
     for number, _, _, raw in top:
         if number == MODEL_GRAPH:
-            out_model += _encode_varint(MODEL_GRAPH << 3 | 2) + _encode_varint(len(body))
+            out_model += encode_varint(MODEL_GRAPH << 3 | 2) + encode_varint(len(body))
             out_model += body
         else:
             out_model += raw
     opsets = [fields(v) for n, w, v, _ in top if n == MODEL_OPSET and isinstance(v, memoryview)]
-    if fused and not any(_string(o, 1) == MS_DOMAIN for o in opsets):
-        out_model += _bytes_field(MODEL_OPSET, _bytes_field(1, MS_DOMAIN.encode()) + _int_field(2, 1))
+    if fused and not any(last_string(o, 1) == MS_DOMAIN for o in opsets):
+        out_model += bytes_field(MODEL_OPSET, bytes_field(1, MS_DOMAIN.encode()) + int_field(2, 1))
     return bytes(out_model), len(fused)
-
-
-#: Attention layers whose mask the single-pass rewrite drops (one per transformer layer).
-EXPECTED_MASKS: Final = 6
-GRAPH_OUTPUT, VALUE_NAME = 12, 1  # GraphProto.output; ValueInfoProto.name
-
-
-def _renamed(buf: memoryview, rename: dict[str, str]) -> bytes:
-    """A node with its inputs renamed (every other field copied as it is)."""
-    out = bytearray()
-    for number, _wire, value, raw in fields(buf):
-        name = bytes(value).decode() if number == NODE_IN and isinstance(value, memoryview) else None
-        out += _bytes_field(NODE_IN, rename[name].encode()) if name in rename else raw
-    return bytes(out)
-
-
-def single_pass_model(model: bytes) -> tuple[bytes, int]:
-    """``model`` without its attention mask; returns (bytes, how many attention layers).
-
-    The engine runs one text per pass, unpadded, with an attention mask of ones: each layer then
-    adds a mask of zeros to its scores (``Add`` of a ``Where`` of the mask) and replaces NaNs that a
-    softmax of finite scores cannot produce (``IsNaN`` → ``Where``). Both are bypassed and the nodes
-    that only fed them (≈ 40 of the graph's ≈ 270) are dropped: the same vectors bit for bit
-    (x + 0 is x, and -0 and +0 give the same softmax), ≈ 0.2 ms less CPU per query. The model then
-    ignores ``attention_mask``: a padded batch would attend to its padding (the embedder never
-    pads)."""
-    top = fields(model)
-    graphs = [v for n, w, v, _ in top if n == MODEL_GRAPH and isinstance(v, memoryview)]
-    if len(graphs) != 1:
-        raise KernelError("the model file has no graph")
-    graph = fields(graphs[0])
-    raw_nodes = [v for n, w, v, _ in graph if n == GRAPH_NODE and isinstance(v, memoryview)]
-    nodes = [Node.parse(v) for v in raw_nodes]
-    producer = {out: i for i, node in enumerate(nodes) for out in node.outputs}
-    readers: dict[str, list[int]] = defaultdict(list)
-    for i, node in enumerate(nodes):
-        for name in node.inputs:
-            readers[name].append(i)
-    rename: dict[str, str] = {}
-    layers = 0
-    for softmax in nodes:
-        if softmax.op != "Softmax" or softmax.domain or len(softmax.inputs) != 1:
-            continue
-        add = nodes[producer[softmax.inputs[0]]] if softmax.inputs[0] in producer else None
-        if (
-            add is None
-            or add.op != "Add"
-            or len(add.inputs) != 2
-            or readers[add.outputs[0]] != [nodes.index(softmax)]
-        ):
-            continue
-        mask = nodes[producer[add.inputs[1]]] if add.inputs[1] in producer else None
-        if mask is None or mask.op != "Where":
-            continue
-        after = [nodes[r] for r in readers[softmax.outputs[0]]]
-        isnan = [n for n in after if n.op == "IsNaN" and not n.domain]
-        where = [n for n in after if n.op == "Where" and not n.domain]
-        if len(after) != 2 or len(isnan) != 1 or len(where) != 1:
-            continue
-        if where[0].inputs[0] != isnan[0].outputs[0] or where[0].inputs[2] != softmax.outputs[0]:
-            continue
-        rename[add.outputs[0]] = add.inputs[0]
-        rename[where[0].outputs[0]] = softmax.outputs[0]
-        layers += 1
-    kept = [
-        _renamed(v, rename) if any(i in rename for i in n.inputs) else bytes(v)
-        for v, n in zip(raw_nodes, nodes, strict=True)
-    ]
-    parsed = [Node.parse(memoryview(b)) for b in kept]
-    outputs = {
-        _string(fields(v), VALUE_NAME)
-        for n, w, v, _ in graph
-        if n == GRAPH_OUTPUT and isinstance(v, memoryview)
-    }
-    alive = [True] * len(parsed)
-    changed = True
-    while changed:  # drop the nodes nothing reads any more, until none is left
-        needed = outputs | {i for k, node in enumerate(parsed) if alive[k] for i in node.inputs}
-        changed = False
-        for k, node in enumerate(parsed):
-            if alive[k] and not any(o in needed for o in node.outputs):
-                alive[k], changed = False, True
-    body = bytearray()
-    index = 0
-    for number, _wire, _value, raw in graph:
-        if number == GRAPH_NODE:
-            if alive[index]:
-                body += _bytes_field(GRAPH_NODE, kept[index])
-            index += 1
-        else:
-            body += raw
-    out_model = bytearray()
-    for number, _, _, raw in top:
-        if number == MODEL_GRAPH:
-            out_model += _encode_varint(MODEL_GRAPH << 3 | 2) + _encode_varint(len(body)) + body
-        else:
-            out_model += raw
-    return bytes(out_model), layers

@@ -34,7 +34,13 @@ from engine.embed.base import (
     probe_embedder,
 )
 from engine.embed.errors import ModelChecksumMismatch, ProviderNotAvailable
-from engine.embed.kernel import EXPECTED_MASKS, EXPECTED_PROJECTIONS, int8_matmul_model, single_pass_model
+from engine.embed.kernel import EXPECTED_PROJECTIONS, int8_matmul_model
+from engine.embed.passes import (
+    EXPECTED_KEY_TRANSPOSES,
+    EXPECTED_MASKS,
+    direct_key_transpose,
+    single_pass_model,
+)
 
 #: "-i8mm": the int8-arithmetic kernel. The float32 network's vectors were "all-MiniLM-L6-v2-onnx-int8";
 #: an index or cache entry of that id is re-embedded, never mixed (embed:model-id).
@@ -120,10 +126,11 @@ class MiniLM:
                 f"expected {EXPECTED_PROJECTIONS}"
             )
         kernel, unmasked = single_pass_model(kernel)  # one unpadded text per pass: no mask to apply
-        if unmasked != EXPECTED_MASKS:
+        kernel, transposes = direct_key_transpose(kernel)
+        if (unmasked, transposes) != (EXPECTED_MASKS, EXPECTED_KEY_TRANSPOSES):
             raise ProviderNotAvailable(
-                f"the local model's single-pass rewrite found {unmasked} attention masks, "
-                f"expected {EXPECTED_MASKS}"
+                f"the local model's graph passes found {unmasked} attention masks and {transposes} key "
+                f"transposes, expected {EXPECTED_MASKS} and {EXPECTED_KEY_TRANSPOSES}"
             )
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads

@@ -13,14 +13,14 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.embed.kernel import (
+from engine.embed.kernel import EXPECTED_PROJECTIONS, KernelError, int8_matmul_model
+from engine.embed.local import LocalEmbedder, default_model_path
+from engine.embed.passes import (
+    EXPECTED_KEY_TRANSPOSES,
     EXPECTED_MASKS,
-    EXPECTED_PROJECTIONS,
-    KernelError,
-    int8_matmul_model,
+    direct_key_transpose,
     single_pass_model,
 )
-from engine.embed.local import LocalEmbedder, default_model_path
 from engine.index.indexer import Indexer
 from tests.engine.index.helpers import CALLER, engine
 
@@ -118,14 +118,35 @@ def test_the_single_pass_model_drops_the_mask_and_keeps_the_vectors_bit_for_bit(
     assert len(after.node) == len(before.node) - 40
     produced = {o: n.op_type for n in after.node for o in n.output}
     assert all(produced[n.input[0]] == "MatMul" for n in after.node if n.op_type == "Softmax")
-    masked, unmasked = _session(kernel), _session(single)
+    _assert_same_outputs(kernel, single)
+    assert single_pass_model(single) == (single, 0)  # nothing left to drop: the same bytes
+
+
+def _assert_same_outputs(before: bytes, after: bytes) -> None:
+    """Both models give the same hidden states, bit for bit, one text per pass with a mask of
+    ones (what the embedder runs)."""
+    one, two = _session(before), _session(after)
     tokenizer = LocalEmbedder().model()._tokenizer
-    for text in TEXTS:  # one text per pass, a mask of ones: what the embedder runs
+    for text in TEXTS:
         ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        want = masked.run(["last_hidden_state"], feeds)[0]
-        assert np.array_equal(unmasked.run(["last_hidden_state"], feeds)[0], want)
-    assert single_pass_model(single) == (single, 0)  # nothing left to drop: the same bytes
+        want = one.run(["last_hidden_state"], feeds)[0]
+        assert np.array_equal(two.run(["last_hidden_state"], feeds)[0], want)
+
+
+def test_each_key_transpose_is_one_node_and_the_vectors_stay_bit_for_bit(shipped: bytes) -> None:
+    single, _ = single_pass_model(int8_matmul_model(shipped)[0])
+    direct, count = direct_key_transpose(single)
+    assert count == EXPECTED_KEY_TRANSPOSES == 6
+    before, after = onnx.load_from_string(single).graph, onnx.load_from_string(direct).graph
+    assert len(after.node) == len(before.node) - 54  # ten nodes per layer become one
+    ops = [n.op_type for n in after.node]
+    # what is left computes the embeddings' positions and the two view shapes all layers share
+    assert (ops.count("Shape"), ops.count("Slice"), ops.count("Concat")) == (2, 1, 2)
+    perms = [list(n.attribute[0].ints) for n in after.node if n.op_type == "Transpose"]
+    assert perms.count([0, 2, 3, 1]) == 6 and len(perms) == 24  # Q, V, the output and the keys
+    _assert_same_outputs(single, direct)
+    assert direct_key_transpose(direct) == (direct, 0)
 
 
 def _float_network(shipped: bytes, texts: list[str]) -> Iterator[np.ndarray]:
