@@ -27,8 +27,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar, cast
 
 import pydantic_core
 from mcp.server import MCPServer
@@ -67,6 +67,9 @@ from pydantic import BaseModel, ValidationError
 
 from engine.surface.arguments import argument_message
 from engine.surface.connection import per_connection_listing
+from engine.surface.notify import on_this_thread
+
+T = TypeVar("T")
 
 #: The SDK's own logger for tool failures (``mcp.server.mcpserver.server``): the same lines, same place.
 SDK_LOG = logging.getLogger("mcp.server.mcpserver.server")
@@ -97,6 +100,34 @@ class Envelope:
         connection.client_capabilities = template.client_capabilities
         connection.initialized.set()
         return connection
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A call :class:`Direct` answers, ready to run: the tool, its validated arguments, the
+    ``Context`` it is handed."""
+
+    tool: Tool
+    validated: dict[str, Any]
+    context: Context[Any, Any]
+    connection: Connection
+    version: str
+    lifespan_state: Any
+
+
+class Waited(RuntimeError):
+    """A coroutine driven off the event loop (:func:`driven`) waited for something."""
+
+
+def driven(coroutine: Coroutine[Any, Any, T]) -> T:
+    """What ``coroutine`` returns, run to its end here; it must not wait for anything (then it is
+    closed and :class:`Waited` raised)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise Waited("a tool call driven off the event loop waited for it")
 
 
 def untraced() -> bool:
@@ -182,17 +213,17 @@ class Direct:
             return None
         return tool, envelope
 
-    async def call(
+    def prepare(
         self,
         request_id: int | str,
         params: Mapping[str, Any] | None,
         version: str,
         request: Any,
         lifespan_state: Any,
-    ) -> dict[str, Any] | None:
-        """The JSON-RPC ``result`` of the call, or None if it is not one this answers (nothing has
-        run then). ``version`` is the request's protocol version, as the SDK's entry classified
-        it; ``request`` the Starlette request. Raises :class:`MCPError` as the dispatch would."""
+    ) -> Prepared | None:
+        """The call, ready to run, or None if it is not one this answers (nothing has run then).
+        ``version`` is the request's protocol version, as the SDK's entry classified it;
+        ``request`` the Starlette request."""
         found = self.eligible(params, version)
         if found is None or params is None:
             return None
@@ -224,13 +255,44 @@ class Direct:
         context: Context[Any, Any] = Context(
             request_context=ctx, mcp_server=self.mcp, subscriptions=self.mcp._subscriptions
         )
+        return Prepared(tool, validated, context, connection, version, lifespan_state)
+
+    async def call(
+        self,
+        request_id: int | str,
+        params: Mapping[str, Any] | None,
+        version: str,
+        request: Any,
+        lifespan_state: Any,
+    ) -> dict[str, Any] | None:
+        """The JSON-RPC ``result`` of the call, or None if it is not one this answers (nothing has
+        run then; see :meth:`prepare`). Raises :class:`MCPError` as the dispatch would."""
+        prepared = self.prepare(request_id, params, version, request, lifespan_state)
+        if prepared is None:
+            return None
         try:
-            result = await self.run(tool, validated, context)
+            result = await self.run(prepared.tool, prepared.validated, prepared.context)
         finally:
-            await connection.exit_stack.aclose()
+            await prepared.connection.exit_stack.aclose()
+        return self.shaped(prepared, result)
+
+    def call_here(self, prepared: Prepared) -> dict[str, Any]:
+        """:meth:`call`'s result, the whole call run on this (tool) thread: the tool's coroutine
+        driven here, its off-loop work run in place (``engine.surface.notify.on_this_thread``).
+        Only for a request that asked for no progress and no logs (``engine.surface.replies``):
+        then nothing in the engine's tools waits on the event loop."""
+        with on_this_thread():
+            try:
+                result = driven(self.run(prepared.tool, prepared.validated, prepared.context))
+            finally:
+                driven(prepared.connection.exit_stack.aclose())
+        return self.shaped(prepared, result)
+
+    def shaped(self, prepared: Prepared, result: Any) -> dict[str, Any]:
         shaped = self.plain_shape(result)
         if shaped is None:  # an unusual result: the SDK's own serialisation
-            return ServerRunner(self.server, connection, lifespan_state)._serialize(_METHOD, version, result)
+            runner = ServerRunner(self.server, prepared.connection, prepared.lifespan_state)
+            return runner._serialize(_METHOD, prepared.version, result)
         shaped["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
         return shaped
 

@@ -8,12 +8,17 @@ alternate between two threads. Here each idle thread waits on its own lock, the 
 first: a hand-off wakes exactly the one thread it gives the work to (its caches still warm), and a
 thread marks itself idle before it hands the result back, so calls one after another keep to one
 thread. The result goes back with ``call_soon_threadsafe``, as the executor's does.
+
+:meth:`ToolThreads.start` hands over work that returns nothing to wait for: it says itself what
+happens next (``engine.surface.protocol`` writes a reply from the tool thread, then tells the loop),
+once its thread is idle again — so a caller woken by that can already be handed the same thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +26,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+log = logging.getLogger(__name__)
+
+#: What a thread does when idle again (or None): the second half of a job.
+After = Callable[[], None] | None
+#: A job: its work, which returns what to do once the thread has marked itself idle.
+_Job = Callable[[], After]
 
 
 class _Worker:
@@ -55,7 +65,28 @@ class ToolThreads:
         """``work()`` on one of the threads; the future (of the running loop) gets its outcome."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        job: _Job = (loop, future, work)
+
+        def job() -> After:
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = work()
+            except BaseException as exc:  # handed to the caller, as the executor does
+                error = exc
+
+            def settle() -> None:
+                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: no one is waiting
+                    loop.call_soon_threadsafe(_settle, future, result, error)
+
+            return settle
+
+        self.start(job)
+        return future
+
+    def start(self, job: Callable[[], After]) -> None:
+        """``job()`` on one of the threads, and then what it returned, once that thread is idle
+        again. Nothing waits for it: ``job`` reports its own outcome (an exception it lets out
+        is logged)."""
         with self._lock:
             if self._idle:
                 worker = self._idle.pop()
@@ -72,7 +103,6 @@ class ToolThreads:
                 thread.start()
             else:
                 self._waiting.append(job)
-        return future
 
     def busy(self) -> list[str]:
         """The names of the threads running work now."""
@@ -84,15 +114,13 @@ class ToolThreads:
         while True:
             job = worker.job
             assert job is not None
-            loop, future, work = job
             with self._lock:
                 self._busy.add(me)
-            result: Any = None
-            error: BaseException | None = None
+            after: After = None
             try:
-                result = work()
-            except BaseException as exc:  # handed to the caller, as the executor does
-                error = exc
+                after = job()
+            except BaseException:
+                log.exception("a tool thread's job failed")
             with self._lock:
                 self._busy.discard(me)
                 if self._waiting:
@@ -101,7 +129,10 @@ class ToolThreads:
                 else:
                     worker.job = None
                     self._idle.append(worker)  # before the result goes back: the next call finds us
-            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: no one is waiting
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            del job, future, work, result, error
+            if after is not None:
+                try:
+                    after()
+                except BaseException:
+                    log.exception("a tool thread's job failed")
+            del job, after
             worker.go.acquire()

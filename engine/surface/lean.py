@@ -23,6 +23,7 @@ and compares the replies.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -152,26 +153,37 @@ class Lean:
             return None  # Mcp-Param headers to check against the tool's schema: the SDK does it
         return Plain(request_id, method, params, route)
 
-    async def direct_reply(self, scope: Scope, decoded: object, lifespan_state: Any) -> Reply | None:
+    async def direct_job(
+        self, scope: Scope, decoded: object, lifespan_state: Any
+    ) -> Callable[[], Reply] | None:
         """The reply to a plain ``tools/call`` of one of the server's own tools, answered by
-        ``direct`` (``engine.surface.direct``): what :meth:`answer` would write, as its status and
-        body. None for any other request, before anything has run: :meth:`answer` (or the SDK)
-        answers it as before."""
+        ``direct`` (``engine.surface.direct``), as work for a tool thread: it runs the whole call
+        there and gives what :meth:`answer` would write, as its status and body. None for any
+        other request, before anything has run: :meth:`answer` (or the SDK) answers it as before."""
         if self.direct is None:
             return None
         request = Request(scope)
         plain = await self.checked(request, decoded, judge=False)
         if not isinstance(plain, Plain) or plain.method != "tools/call":
             return None
+        direct, request_id = self.direct, plain.request_id
         try:
-            result = await self.direct.call(
-                plain.request_id, plain.params, plain.route.protocol_version, request, lifespan_state
+            prepared = direct.prepare(
+                request_id, plain.params, plain.route.protocol_version, request, lifespan_state
             )
         except Exception as exc:
-            return error_reply(plain.request_id, exc)
-        if result is None:
+            return functools.partial(error_reply, request_id, exc)
+        if prepared is None:
             return None
-        return _OK, encoded({"jsonrpc": "2.0", "id": plain.request_id, "result": result})
+
+        def reply() -> Reply:
+            try:
+                result = direct.call_here(prepared)
+            except Exception as exc:
+                return error_reply(request_id, exc)
+            return _OK, encoded({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+        return reply
 
     async def answer(
         self, scope: Scope, decoded: object, lifespan_state: Any, receive: Receive, send: Send

@@ -9,9 +9,11 @@ call from a dead one.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, get_args
 
 import anyio
@@ -93,10 +95,26 @@ def wants_progress(request: Request) -> bool:
 #: over and is handed the result back: one wake-up each way (``engine.surface.handoff``).
 TOOL_THREADS = ToolThreads(40, "almanac-tool")
 
+_HERE = threading.local()
+
+
+@contextlib.contextmanager
+def on_this_thread() -> Iterator[None]:
+    """Within it, on this thread, :func:`off_loop` runs its work at once (without awaiting
+    anything): a whole tool call driven on a tool thread (``engine.surface.direct``)."""
+    _HERE.on = True
+    try:
+        yield
+    finally:
+        _HERE.on = False
+
 
 async def off_loop(work: Callable[[], T]) -> T:
     """``work()`` on a tool thread. Cancelling the caller does not stop it: a write runs to its end
-    (a stopping engine waits for it, ``engine.server.finish_writes``)."""
+    (a stopping engine waits for it, ``engine.server.finish_writes``). Inside
+    :func:`on_this_thread`: ``work()`` here and now."""
+    if getattr(_HERE, "on", False):
+        return work()
     return await TOOL_THREADS.run(work)
 
 

@@ -142,14 +142,14 @@ class Replies:
             return
         await self.single.handle_request(scope, again, send)
 
-    async def at_once(self, scope: Scope, body: bytes) -> Reply | None:
-        """The reply :meth:`__call__` would write for a plain ``tools/call`` of one of the engine's
-        own tools (``body`` the whole request body), as its status and body; None for anything
-        else, before anything has run (``engine.surface.protocol`` then hands the request to the
-        app)."""
+    async def at_once(self, scope: Scope, body: bytes) -> Callable[[], Reply] | None:
+        """What :meth:`__call__` would write for a plain ``tools/call`` of one of the engine's own
+        tools (``body`` the whole request body), as work for a tool thread that gives its status
+        and body (``engine.surface.lean.Lean.direct_job``); None for anything else, before
+        anything has run (``engine.surface.protocol`` then hands the request to the app)."""
         if self.lean is None or not peekable(scope):
             return None
         message = decoded(body)
         if not answers_at_once(message):
             return None
-        return await self.lean.direct_reply(scope, message, self.single._lifespan_state)
+        return await self.lean.direct_job(scope, message, self.single._lifespan_state)

@@ -7,13 +7,18 @@ over real engines; this checks that the direct path is really taken for the engi
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from starlette.requests import Request
 
-from engine.surface.direct import Direct, untraced
+from engine.memory import Memory
+from engine.store.workspace import Workspace
+from engine.surface.direct import Direct, Waited, driven, untraced
 from engine.tools import Served, build_server
 
 VERSION = "2026-07-28"
@@ -88,6 +93,41 @@ async def test_a_tool_error_is_answered_as_the_sdk_words_it() -> None:
         "resultType": "complete",
         "_meta": {"io.modelcontextprotocol/serverInfo": mcp._lowlevel_server.server_info_stamp},
     }
+
+
+def test_a_whole_call_runs_on_a_thread_without_the_loop(tmp_path: Path) -> None:
+    """``call_here``: the tool's coroutine driven to its end on a plain thread (no event loop
+    there), its off-loop work run in place; the same result as ``call`` awaited on a loop."""
+    workspace = Workspace(tmp_path)
+    workspace.open()
+    try:
+        direct = Direct(build_server(Memory(workspace)))
+        sent = params("remember", {"statement": "Ada owns the fjord deploy"})
+        prepared = direct.prepare(3, sent, VERSION, request(), {})
+        assert prepared is not None
+        outcome: dict[str, Any] = {}
+        thread = threading.Thread(target=lambda: outcome.update(result=direct.call_here(prepared)))
+        thread.start()
+        thread.join(30)
+        first = outcome["result"]
+        assert first["isError"] is False and first["structuredContent"]["action"] == "store", first
+        again = asyncio.run(direct.call(4, sent, VERSION, request(), {}))
+        assert again is not None and again["structuredContent"]["id"] == first["structuredContent"]["id"]
+        assert list(again) == list(first)  # the same wire shape, key order included
+    finally:
+        workspace.close()
+
+
+def test_a_coroutine_that_waits_is_not_driven_off_the_loop() -> None:
+    async def waits() -> None:
+        await asyncio.sleep(0)
+
+    async def returns() -> int:
+        return 5
+
+    with pytest.raises(Waited):
+        driven(waits())
+    assert driven(returns()) == 5
 
 
 async def extra_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -84,3 +85,36 @@ def test_a_caller_that_stops_waiting_does_not_stop_the_work() -> None:
         assert await threads.run(lambda: 7) == 7  # and the thread serves the next call
 
     asyncio.run(main())
+
+
+def test_started_work_says_what_follows_once_its_thread_is_idle(caplog: pytest.LogCaptureFixture) -> None:
+    """``start``: no future, no wake-up of the loop; what the job returns runs once its thread
+    is idle again (a caller woken by it finds the same thread free), and a job that fails is logged
+    while the thread carries on serving."""
+    threads = ToolThreads(1, "test-tool")  # one thread: the failing job, then the other
+    seen: list[tuple[str, list[str]]] = []
+    done = threading.Event()
+
+    def job() -> Callable[[], None]:
+        ran_on = threading.current_thread().name
+
+        def then() -> None:
+            seen.append((ran_on, threads.busy()))
+            done.set()
+
+        return then
+
+    def boom() -> None:
+        raise ValueError("lost")
+
+    threads.start(boom)
+    threads.start(job)
+    assert done.wait(10)
+    ((ran_on, busy),) = seen
+    assert ran_on.startswith("test-tool_") and busy == []  # idle before what follows ran
+    assert "a tool thread's job failed" in caplog.text and "lost" in caplog.text
+
+    async def after_it() -> str:
+        return await threads.run(lambda: threading.current_thread().name)
+
+    assert asyncio.run(after_it()).startswith("test-tool_")  # and they serve the next call

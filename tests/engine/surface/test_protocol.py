@@ -11,14 +11,18 @@ the same bytes, the ``date`` header and minted ids and times masked. In-process:
 
 from __future__ import annotations
 
+import fcntl
 import inspect
 import re
 import shutil
 import socket
+import struct
+import termios
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -26,8 +30,10 @@ from engine.server import socket_app
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
 from tests.engine.support import socket_engine
-from tests.engine.surface.test_lean_contract import _MINTED, body_of, call, headers_for, message
+from tests.engine.surface.test_lean_contract import _MINTED, body_of, call, client, headers_for, message
 
+BIG_FACTS = 80
+UNREAD = 100_000
 _DATE = re.compile(rb"\r\ndate: [^\r]*\r\n")
 _DONE = re.compile(rb"(?s)HTTP/1\.[01] (\d{3}).*?\r\n\r\n")
 
@@ -55,9 +61,22 @@ def replies_in(data: bytes) -> int:
     return count
 
 
-def exchange(sock_path: Path, chunks: list[bytes], replies: int, timeout: float = 30.0) -> bytes:
+def socket_buffer() -> int:
+    """What a Unix socket holds unread by default (its sender's buffer)."""
+    return int(Path("/proc/sys/net/core/wmem_default").read_text())
+
+
+def unread(sock: socket.socket) -> int:
+    """How many bytes have come in on ``sock`` and wait to be read."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0])
+
+
+def exchange(
+    sock_path: Path, chunks: list[bytes], replies: int, timeout: float = 30.0, unread_first: int = 0
+) -> bytes:
     """Send ``chunks`` on one connection (a chunk of b"" waits for a ``100 Continue`` first); read
-    until ``replies`` replies are in or the engine closes; the bytes with dates and minted masked."""
+    (once ``unread_first`` bytes wait unread, if given) until ``replies`` replies are in or the
+    engine closes; the bytes with dates and minted masked."""
     deadline = time.monotonic() + timeout
     data = b""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -69,6 +88,8 @@ def exchange(sock_path: Path, chunks: list[bytes], replies: int, timeout: float 
                     data += sock.recv(65536)
                 continue
             sock.sendall(chunk)
+        while unread(sock) < unread_first and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the engine has filled what the socket holds unread
         while replies_in(data) < replies and time.monotonic() < deadline:
             more = sock.recv(65536)
             if not more:
@@ -81,8 +102,13 @@ def exchange(sock_path: Path, chunks: list[bytes], replies: int, timeout: float 
 def test_framings_answer_the_same_bytes_as_the_app(tmp_path: Path) -> None:
     seed, seed_sock = tmp_path / "seed", tmp_path / "seed.sock"
     off = ("--embedding-provider", "off")
-    with socket_engine(seed, seed_sock, *off):
-        pass
+    with socket_engine(seed, seed_sock, *off), client(seed_sock) as http:
+        for i in range(BIG_FACTS):  # one subject whose facts make a reply past a socket's buffer
+            sent = call(
+                "save_memory",
+                {"subject": "kelp", "predicate": f"part {i}", "object": f"v{i}", "statement": "x" * 3990},
+            )
+            assert http.post("/mcp", content=body_of(sent), headers=headers_for(sent)).status_code == 200
     shutil.copytree(seed, tmp_path / "lean")
     shutil.copytree(seed, tmp_path / "sdk")
     first = raw_request(call("remember", {"statement": "Ada owns the fjord deploy"}, 1))
@@ -92,6 +118,7 @@ def test_framings_answer_the_same_bytes_as_the_app(tmp_path: Path) -> None:
     waiting = raw_request(call("retrieve_memory", {"subject": "fjord"}, 5), tail=b"expect: 100-continue\r\n")
     large = raw_request(call("retrieve_memory", {"subject": "fjord " + "x" * 70_000}, 6))
     old_head, old_body = raw_request(call("retrieve_memory", {"subject": "fjord"}, 7))
+    big = raw_request(call("retrieve_memory", {"subject": "kelp"}, 8))
     cases: list[tuple[str, list[bytes], int]] = [
         ("one plain call", [b"".join(first)], 1),
         ("two pipelined in one write", [b"".join(second) + b"".join(status)], 2),
@@ -111,6 +138,14 @@ def test_framings_answer_the_same_bytes_as_the_app(tmp_path: Path) -> None:
             theirs = exchange(tmp_path / "sdk.sock", chunks, replies)
             assert replies_in(ours) == replies, (what, ours)
             assert ours == theirs, what
+        # A reply larger than the socket holds, read only once the socket is full: the tool thread
+        # writes what fits, the loop the rest; the call pipelined behind it finds bytes still
+        # waiting to go out (the loop writes its reply after them).
+        chunks = [b"".join(big) + b"".join(status)]
+        ours = exchange(tmp_path / "lean.sock", chunks, 2, unread_first=UNREAD)
+        theirs = exchange(tmp_path / "sdk.sock", chunks, 2, unread_first=UNREAD)
+        assert replies_in(ours) == 2 and len(ours) > 2 * socket_buffer(), len(ours)
+        assert ours == theirs
         # a caller that leaves with its request half sent: the engine carries on
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(str(tmp_path / "lean.sock"))
@@ -136,8 +171,9 @@ async def test_plain_tool_calls_are_answered_in_the_protocol() -> None:
         ]}  # fmt: skip
 
     plain = call("remember", {"statement": "x"})
-    answered = await replies.at_once(scope(plain), body_of(plain))
-    assert answered is not None
+    job = await replies.at_once(scope(plain), body_of(plain))
+    assert job is not None
+    answered = await anyio.to_thread.run_sync(job)  # the whole call, on a thread of its own
     assert answered[0] == 200 and b'"isError":true' in answered[1]
     for what, sent, extra in [
         ("tools/list", message("tools/list", {}), {}),
