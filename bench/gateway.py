@@ -261,13 +261,20 @@ def over_mcp(client: Client) -> Call:
 @asynccontextmanager
 async def in_process(root: Path, embedder_socket: Path) -> AsyncIterator[Call]:
     """The engine's own work with no transport: ``Memory.remember`` and ``Recall.get_context`` on a
-    workspace of this process (its index embedded by the same shared embedder)."""
+    workspace of this process (its index embedded by the same shared embedder), built as the engine
+    builds them — with the ageing lifecycle the engine gives both (a save tells it; a read ranks by
+    decay, then records its citations and the retrieval log), so the transport's rows compare the
+    same work."""
     # Imported here: the rest of this bench (and the tests that use it) need no engine.
+    from engine import settings as engine_settings
+    from engine.ageing.lifecycle import Lifecycle
     from engine.embed.remote import RemoteEmbedder
     from engine.index.indexer import Indexer
     from engine.memory import Memory
     from engine.recall.context import Recall
     from engine.scope import Caller
+    from engine.server import recall_settings
+    from engine.store.model import utc_now
     from engine.store.workspace import Workspace
 
     root.mkdir()
@@ -276,7 +283,12 @@ async def in_process(root: Path, embedder_socket: Path) -> AsyncIterator[Call]:
     embedder = RemoteEmbedder(str(embedder_socket))
     indexer = Indexer(workspace, embedder, scan_interval_s=None)
     indexer.start()
-    memory, recall, caller = Memory(workspace), Recall(indexer), Caller(client_name="bench")
+    loaded = engine_settings.load(None, workspace.root, None)
+    ageing = Lifecycle(workspace, loaded.settings, utc_now)
+    ageing.start()
+    memory = Memory(workspace, utc_now, on_save=ageing.saved)
+    recall = Recall(indexer, recall_settings(loaded.settings), ageing, loaded)
+    caller = Caller(client_name="bench")
 
     async def call(tool: str, arguments: dict[str, Any]) -> str | None:
         if tool == "remember":
@@ -288,6 +300,7 @@ async def in_process(root: Path, embedder_socket: Path) -> AsyncIterator[Call]:
     try:
         yield call
     finally:
+        ageing.stop()
         indexer.stop()
         embedder.close()
         workspace.close()
@@ -786,7 +799,9 @@ def table(rows: dict[str, str], calls: int) -> str:
         'each change to these costs: "Costs that stay flat and small" below.',
         "",
         "The latency rows come from two runs, each interleaving the same calls three ways (in-process: "
-        "the engine's `Memory.remember` / `Recall.get_context` in the bench's process, no transport; "
+        "the engine's `Memory.remember` / `Recall.get_context` in the bench's process, built as the "
+        "engine builds them (with its ageing lifecycle: decay in ranking, citations and the retrieval "
+        "log after a read), no transport; "
         "straight to an engine's Unix socket; through the gateway over loopback HTTP). The *mcp client* "
         "rows call through the `mcp` package's client, as an agent does: they include its own cost "
         "(pydantic models, a `jsonschema` check of each result against the tool's output schema). The "
