@@ -168,7 +168,8 @@ class MiniLM:
 _models: dict[tuple[str, int], MiniLM] = {}
 _models_lock = threading.Lock()
 #: The models by the arguments they were asked for: a query embedding's look-up without finding the
-#: package's file and resolving its path again (≈ 57 µs of each query's CPU).
+#: package's file and resolving its path again (≈ 57 µs of each query's CPU). A relative path is
+#: not kept: it names another file once the working folder changes.
 _asked: dict[tuple[Path | None, int], MiniLM] = {}
 
 
@@ -183,7 +184,8 @@ def load_model(model_path: Path | None = None, threads: int = DEFAULT_THREADS) -
         model = _models.get(key)
         if model is None:
             model = _models[key] = MiniLM(path, threads)
-        _asked[(model_path, threads)] = model
+        if model_path is None or model_path.is_absolute():
+            _asked[(model_path, threads)] = model
         return model
 
 

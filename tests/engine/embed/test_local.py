@@ -62,6 +62,19 @@ def test_one_model_per_path_and_threads() -> None:
     assert load_model(None, 1).threads == 1
 
 
+def test_a_relative_model_path_is_found_again_after_a_change_of_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copyfile(default_model_path(), tmp_path / "here" / "model.onnx")
+    monkeypatch.chdir(tmp_path / "here")
+    assert load_model(Path("model.onnx"), 1).path == (tmp_path / "here" / "model.onnx").resolve()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # no model.onnx here: not the one kept for "here"
+    with pytest.raises(ProviderNotAvailable):
+        load_model(Path("model.onnx"), 1)
+
+
 @pytest.mark.req("embed:local")
 def test_an_engine_model_runs_on_one_thread_with_the_vectors_of_two() -> None:
     """The engine's own model takes one ONNX Runtime thread (``DEFAULT_THREADS``: a query gains
