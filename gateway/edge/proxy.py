@@ -186,6 +186,17 @@ async def read_whole(upstream: httpx.Response) -> bytes:
     return b"".join([chunk async for chunk in stream])
 
 
+async def close_reply(upstream: httpx.Response) -> None:
+    """Close a reply, even while the call is being cancelled. The engine transport's replies close
+    without waiting (nothing can interrupt them, ``tests/gateway/engines/test_wire.py``), so only
+    other replies need the cancel shield (an anyio shield costs about 10 µs per call)."""
+    if isinstance(upstream.stream, EngineBody):
+        await upstream.aclose()
+        return
+    with anyio.CancelScope(shield=True):
+        await upstream.aclose()
+
+
 def whole(request: httpx.Request, upstream: httpx.Response) -> bool:
     """A reply of known length up to :data:`ONE_PIECE` bytes (a JSON reply, not an SSE stream) is
     read whole and passed on in one piece with its length: the client gets the head and the body
@@ -519,8 +530,7 @@ class McpProxy:
                 return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
+            await close_reply(upstream)
 
     def _gone(self, principal: Principal, request: httpx.Request, exc: Exception) -> None:
         logs.event(

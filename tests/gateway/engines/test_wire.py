@@ -182,6 +182,20 @@ async def test_a_reply_read_whole_is_the_reply_streamed_with_no_read_timeout(tmp
         assert pool(http).connections == 1
 
 
+async def test_closing_a_reply_never_waits_and_ends_the_call(tmp_path: Path) -> None:
+    """The proxy closes the engine's replies with no cancel shield: closing must not suspend."""
+    app = App()
+    async with serving(tmp_path, app) as path, client(path) as http:
+        response = await pool(http).handle_async_request(http.build_request("GET", "/held"))
+        assert isinstance(response.stream, EngineBody)
+        closing = response.aclose()
+        with pytest.raises(StopIteration):
+            closing.send(None)  # ran to its end without giving the event loop a turn
+        assert pool(http).connections == 0  # not read to its end: closed, so the engine sees it
+        with anyio.fail_after(10):
+            await app.left.wait()
+
+
 async def test_a_connection_the_engine_closed_while_idle_is_replaced(tmp_path: Path) -> None:
     async with serving(tmp_path, App(), keep_alive=0.1) as path, client(path) as http:
         assert (await http.post("/echo", content=b"one")).status_code == 200
