@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httptools
@@ -219,6 +220,22 @@ class EngineBody(httpx.AsyncByteStream):
             self._pool.release(self._connection)
 
 
+@dataclass(frozen=True, slots=True)
+class EngineCall:
+    """A request with its body already read, sent by :meth:`EngineTransport.send_call`: the
+    ``/mcp`` proxy's calls, with no ``httpx.Request`` built for them (it cost about 20 µs a call)."""
+
+    method: str
+    #: The request target, e.g. ``b"/mcp"``; :attr:`url` is the same for the logs.
+    target: bytes
+    url: str
+    #: Every header as it goes out, ``Host`` and ``Content-Length`` included.
+    headers: Sequence[tuple[bytes, bytes]]
+    body: bytes
+    #: httpx's timeout names (``connect``, ``write``, ``read``, ``pool``); None: no limit.
+    timeout: Mapping[str, float | None]
+
+
 class EngineTransport(httpx.AsyncBaseTransport):
     """Requests to the engine listening on the Unix socket ``path``."""
 
@@ -238,6 +255,29 @@ class EngineTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeout: dict[str, Any] = request.extensions.get("timeout", {})
+        return await self._exchange(
+            timeout, lambda connection: self._send(connection, request, timeout.get("write"))
+        )
+
+    async def send_call(self, call: EngineCall) -> httpx.Response:
+        """What :meth:`handle_async_request` does with the ``httpx.Request`` of the same method,
+        target, headers and body — the same bytes on the wire — without building one: the head is
+        written straight from the raw headers, with the body, in one write (the proxy's calls)."""
+        lines = [b"%s %s HTTP/1.1\r\n" % (call.method.encode("ascii"), call.target)]
+        lines += [b"%s: %s\r\n" % (name, value) for name, value in call.headers]
+        lines.append(b"\r\n")
+        lines.append(call.body)
+        data = b"".join(lines)
+
+        async def write(connection: _Connection) -> None:
+            connection.write(data)
+            await connection.drained(call.timeout.get("write"))
+
+        return await self._exchange(call.timeout, write)
+
+    async def _exchange(
+        self, timeout: Mapping[str, float | None], write: Callable[[_Connection], Awaitable[None]]
+    ) -> httpx.Response:
         await self._acquire(timeout.get("pool"))
         try:
             connection = self._reuse() or await self._connect(timeout.get("connect"))
@@ -246,7 +286,7 @@ class EngineTransport(httpx.AsyncBaseTransport):
             raise
         try:
             head = connection.begin()
-            await self._send(connection, request, timeout.get("write"))
+            await write(connection)
             read = timeout.get("read")
             if read is None:  # the proxy's calls: no timer to set and cancel
                 status, headers = await head

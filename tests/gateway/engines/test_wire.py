@@ -21,6 +21,7 @@ import pytest
 import uvicorn
 
 from gateway.control.store import Principal
+from gateway.edge.proxy import engine_call, engine_request
 from gateway.engines.calls import call_tool
 from gateway.engines.wire import HIGH_WATER, EngineBody, EngineTransport
 from tests.gateway.engines.test_supervisor import make_config, supervising
@@ -194,6 +195,62 @@ async def test_closing_a_reply_never_waits_and_ends_the_call(tmp_path: Path) -> 
         assert pool(http).connections == 0  # not read to its end: closed, so the engine sees it
         with anyio.fail_after(10):
             await app.left.wait()
+
+
+@pytest.mark.req("perf:gateway")
+async def test_a_call_sent_without_an_httpx_request_is_the_same_bytes(tmp_path: Path) -> None:
+    """The proxy's calls go out through ``send_call``: byte for byte what the ``httpx.Request``
+    of the same call sends, and the reply reads the same."""
+    path, seen, done = str(tmp_path / "raw.sock"), [], asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                fields = (line.partition(b": ") for line in head.split(b"\r\n"))
+                length = next((int(v) for k, _, v in fields if k == b"content-length"), 0)
+                seen.append(head + await reader.readexactly(length))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+                )
+                await writer.drain()
+        except asyncio.IncompleteReadError:  # the client closed the connection
+            pass
+        finally:
+            writer.close()
+            done.set()
+
+    server = await asyncio.start_unix_server(answer, path)
+    transport = EngineTransport(path, max_connections=1, keepalive_expiry=30.0)
+    try:
+        headers = [(b"accept", b"application/json, text/event-stream"), (b"host", b"localhost")]
+        for method, body in (
+            ("POST", b'{"jsonrpc":"2.0","id":1}'),
+            ("POST", b""),
+            ("GET", b""),
+            ("DELETE", b""),
+        ):
+            replies = []
+            for plain in (False, True):
+                response = await (
+                    transport.send_call(engine_call(method, headers, body))
+                    if plain
+                    else transport.handle_async_request(engine_request(method, headers, body))
+                )
+                assert isinstance(response.stream, EngineBody)
+                replies.append((response.status_code, response.headers.raw, await response.stream.read()))
+                await response.aclose()
+            assert replies[0] == replies[1] == (200, replies[0][1], b"{}")
+            assert seen[-2] == seen[-1], method
+        assert seen[0].startswith(b"POST /mcp HTTP/1.1\r\naccept: ") and seen[0].endswith(
+            b'{"jsonrpc":"2.0","id":1}'
+        )
+        assert transport.connections == 1
+    finally:
+        await transport.aclose()
+        with anyio.fail_after(10):
+            await done.wait()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_a_connection_the_engine_closed_while_idle_is_replaced(tmp_path: Path) -> None:
