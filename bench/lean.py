@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from gateway.edge import headers as hdr
-from gateway.edge.proxy import engine_request, read_whole
+from gateway.edge.proxy import engine_call, read_whole
 from gateway.engines.calls import PROTOCOL, reply_of
 from gateway.engines.wire import EngineTransport
 
@@ -97,9 +97,9 @@ async def lean_client(url: str, *, token: str | None = None, uds: str | None = N
 @asynccontextmanager
 async def wire_client(uds: str) -> AsyncIterator[Call]:
     """Calls to the engine on the Unix socket ``uds`` through the gateway's engine transport, one
-    keep-alive connection, as the gateway's proxy sends them and reads them (a built request handed
-    to ``EngineTransport.handle_async_request``, the reply's body read whole from its stream, as
-    ``McpProxy`` passes on a reply of known length); only the check of ``isError`` is the bench's."""
+    keep-alive connection, as the gateway's proxy sends them and reads them (``engine_call`` handed
+    to ``EngineTransport.send_call``, the reply's body read whole, as ``McpProxy`` passes on a reply
+    of known length); only the check of ``isError`` is the bench's."""
     transport = EngineTransport(uds, max_connections=1, keepalive_expiry=30.0)
     ids = itertools.count(1)
     try:
@@ -108,8 +108,9 @@ async def wire_client(uds: str) -> AsyncIterator[Call]:
             body = tools_call_body(next(ids), tool, arguments)
             headers = [(k.encode(), v.encode()) for k, v in tools_call_headers(tool, None).items()]
             # as the gateway's proxy builds it: the client's headers, the engine's Host
-            request = engine_request("POST", [*headers, (b"host", b"localhost")], body)
-            response = await transport.handle_async_request(request)
+            response = await transport.send_call(
+                engine_call("POST", [*headers, (b"host", b"localhost")], body)
+            )
             try:
                 content = await read_whole(response)
             finally:
