@@ -213,6 +213,10 @@ class Latency:
     #: CPU milliseconds per call of each tool, where the bench could count them (see :func:`compare`).
     remember_cpu: float | None = None
     context_cpu: float | None = None
+    #: The calling side's own CPU milliseconds per call (this process's main thread around each
+    #: call, where the client runs): for a way over a socket, the client's cost, not the server's.
+    remember_client_cpu: float | None = None
+    context_client_cpu: float | None = None
 
 
 def cpu_seconds(pid: int, task: int | None = None) -> float:
@@ -333,6 +337,7 @@ async def compare(
     names = [*calls_by_way, *(name for name in counters if name not in calls_by_way)]
     samples: dict[str, dict[str, list[float]]] = {n: {"remember": [], "context": []} for n in names}
     used: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in names}
+    client: dict[str, dict[str, float]] = {name: {"remember": 0.0, "context": 0.0} for name in names}
     errors: dict[str, str] = {}
     local = [name for name in calls_by_way if name not in counters]
     if len(local) == 1:
@@ -352,10 +357,13 @@ async def compare(
                     errors.setdefault(name, error)
                 if i >= 0:
                     samples[name][tool].append(elapsed)
-                    used[name][tool] += time.thread_time() - began_cpu if name in local else 0.0
+                    spent = time.thread_time() - began_cpu
+                    client[name][tool] += spent
+                    used[name][tool] += spent if name in local else 0.0
         for name, before in started.items():
             used[name][tool] += counters[name]() - before
     per_call = {name: {t: v * 1000 / max(1, calls) for t, v in found.items()} for name, found in used.items()}
+    own = {name: {t: v * 1000 / max(1, calls) for t, v in found.items()} for name, found in client.items()}
     return {
         name: Latency(
             found["remember"],
@@ -363,6 +371,8 @@ async def compare(
             errors.get(name),
             per_call[name]["remember"],
             per_call[name]["context"],
+            own[name]["remember"] if name not in local else None,
+            own[name]["context"] if name not in local else None,
         )
         for name, found in samples.items()
     }
@@ -729,6 +739,11 @@ def latency_rows(measured: dict[str, dict[str, Latency]]) -> dict[str, str]:
                 rows[f"`{name}` p50 / p95 through the gateway, {who} (ms)"] = pq(gw_s) + note
             socket_cost = statistics.median(eng_s) - statistics.median(local_s)
             rows[f"`{name}` engine socket overhead at p50, {who} (ms; target ≤ 2)"] = f"{socket_cost:.2f}"
+            client_cpu = getattr(straight, attr + "_client_cpu")
+            if client_cpu is not None:
+                rows[f"`{name}` of which the {who}'s own CPU per call, straight to the socket (ms)"] = (
+                    f"{client_cpu:.2f}"
+                )
             if via_gateway is not None:
                 overhead = statistics.median(getattr(via_gateway, attr)) - statistics.median(eng_s)
                 rows[f"`{name}` gateway overhead at p50, {who} (ms; target ≤ 3)"] = f"{overhead:.2f}"
@@ -814,7 +829,11 @@ def table(rows: dict[str, str], calls: int) -> str:
         "overhead = socket p50 − in-process p50; gateway overhead = gateway p50 − socket p50, both "
         "within one run. CPU per call counts the serving processes only (the engine; the gateway and "
         "its engine; for in-process, the bench's own threads), never the client; the gateway "
-        "process's own row counts the gateway alone, its engine and embedder excluded.",
+        "process's own row counts the gateway alone, its engine and embedder excluded. Socket overhead "
+        "is measured at the caller, so it holds the caller's own work too: the *of which the client's "
+        "own CPU* rows count it (the bench's main thread around each call straight to the socket, "
+        "where the client runs; the in-process side has no client). With the gateway's engine "
+        "client — the socket's one production caller — what is left is the socket's own overhead.",
         "",
         "| metric | value | met? |",
         "|---|---|---|",

@@ -51,6 +51,11 @@ def test_the_benchmark_runs_tiny_and_writes_its_table(
     for row in ("straight to the engine socket", "engine socket overhead at p50"):
         assert f"{row}, gateway's engine client" in text, row
     assert "through the gateway, gateway's engine client" not in text  # that client speaks to sockets
+    for client in ("mcp client", "lean client", "gateway's engine client"):  # the caller's share, apart
+        for tool in ("remember", "get_context"):
+            row = f"`{tool}` of which the {client}'s own CPU per call, straight to the socket (ms) | "
+            value = text.split(row, 1)[1].split(" |", 1)[0]
+            assert float(value) > 0, (client, tool)
     assert HEADING in capsys.readouterr().out
 
 
