@@ -6,7 +6,7 @@ three steps): ``Workspace.open`` (every Markdown file read and parsed), ``Indexe
 index opened and checked) and ``Indexer.start`` (the start-up comparison of every row with the
 store, run here in the foreground: in the engine it runs in a thread while calls are answered).
 Starts after a clean stop (the index carries its mark) are set against a start without the
-store's YAML memo (``.cache/store-yaml.json``: the first start after an upgrade) and a start whose
+store's YAML memo (``.cache/store-yaml.json``: deleted, or written by another YAML library) and a start whose
 mark was taken away first — the same as after a crash or a version change — in the same run.
 """
 
@@ -77,7 +77,7 @@ def measure_starts(root: Path, embedder: Any, runs: int = 3, say: Callable[[str]
     ]
     for label, parts in (
         (f"after a clean stop (median of {runs})", median),
-        ("without the YAML memo (the first start after an upgrade, or `.cache/` deleted), 1 run", unmemo),
+        ("without the YAML memo (`.cache/` deleted, or another YAML library version), 1 run", unmemo),
         ("without the mark (after a crash or an upgrade), 1 run", unclean),
     ):
         # the first call waits for the store and the index, not for the comparison (a thread)
