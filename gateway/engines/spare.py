@@ -33,6 +33,7 @@ class WarmSpare:
         self.log = log
         self._proc: Process | None = None
         self._lock = anyio.Lock()
+        self._closed = False  # closed for good: no spare is started after close()
 
     @property
     def ready(self) -> bool:
@@ -46,7 +47,7 @@ class WarmSpare:
     async def fill(self) -> None:
         """Start a spare unless a live one is waiting."""
         async with self._lock:
-            if self.ready:
+            if self.ready or self._closed:
                 return
             self.log.parent.mkdir(parents=True, exist_ok=True)
             with self.log.open("ab") as log:
@@ -69,8 +70,12 @@ class WarmSpare:
         return proc
 
     async def close(self, grace: float) -> None:
-        """Stop the waiting spare, if any: end of input tells it it is not needed."""
-        proc, self._proc = self._proc, None
+        """Stop the waiting spare, if any: end of input tells it it is not needed. A fill under
+        way is waited for (its process is then stopped too), and none starts after this."""
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                self._closed = True
+                proc, self._proc = self._proc, None
         if proc is None:
             return
         if proc.stdin is not None:

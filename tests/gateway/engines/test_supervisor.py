@@ -235,3 +235,40 @@ async def test_without_a_spare_engines_start_the_ordinary_way(tmp_path: Path) ->
     async with supervising(make_config(tmp_path, warm_spare=False)) as sup:
         assert await healthz(sup, "ws1") == 200
         assert sup.spare_pid is None
+
+
+def _running_with(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker`` (zombies left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (
+                marker.encode() in (entry / "cmdline").read_bytes()
+                and " Z " not in (entry / "stat").read_text()
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.req("gw:spawn")
+async def test_a_spare_being_started_when_the_supervisor_closes_is_stopped_not_left_running(
+    tmp_path: Path,
+) -> None:
+    """A refill still starting its process when the gateway shuts down (a start that failed at
+    once, then the exit): close waits for it and stops it, and no spare starts after close."""
+    from gateway.engines.spare import WarmSpare
+
+    marker = f"almanac-spare-test-{os.getpid()}-{id(tmp_path)}"
+    spare = WarmSpare((sys.executable, "-c", "import sys; sys.stdin.read()", marker), tmp_path / "spare.log")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(spare.fill)
+            await anyio.sleep(0)  # the fill has begun: it holds the lock while its process starts
+            await spare.close(grace=5)
+        assert spare.pid is None and _running_with(marker) == []
+        await spare.fill()  # closed for good
+        assert spare.pid is None and _running_with(marker) == []
