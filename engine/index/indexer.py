@@ -42,14 +42,14 @@ from engine.index.signature import Signature, clean_mark, code_digest, mark_hold
 from engine.index.vectors import contextual_vector
 from engine.store import ids
 from engine.store.model import State
-from engine.store.workspace import Workspace
+from engine.store.workspace import CACHE, Workspace
 
 log = logging.getLogger("almanac.engine.index")
 
 INDEX_DIR = ".index"
 INDEX_FILE = "index.sqlite"
 #: The embedding cache lives beside the index, not in it: ``--reindex`` deletes ``.index/`` only.
-CACHE_DIR = ".cache"
+CACHE_DIR = CACHE  # the store's folder of derived data (engine.store.workspace)
 CACHE_FILE = "embeddings.sqlite"
 _BATCH = 64
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from engine.store import fsio
+
 Signature = dict[str, tuple[int, int]]
 
 STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
@@ -25,32 +27,17 @@ STORE_DIRS = ("facts", "notes", "archive", "retired", "logs")
 def store_signature(root: Path) -> Signature:
     """``relative path → (mtime_ns, size)`` of every Markdown file of the store (cheap: stat only).
 
-    Runs at every start and every hand-edit scan (each 5 s), so it walks with ``os.scandir`` and
-    builds each relative path as text (``os.path.relpath`` per file was most of its cost)."""
+    Runs at every start and every hand-edit scan (each 5 s), so it walks with ``os.scandir``
+    (:func:`engine.store.fsio.markdown_entries`) and builds each relative path as text
+    (``os.path.relpath`` per file was most of its cost)."""
     out: Signature = {}
-
-    def walk(folder: str, rel: str) -> None:
-        try:
-            with os.scandir(folder) as listing:
-                entries = list(listing)
-        except OSError:  # gone, or not a folder: nothing of the store there
-            return
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            try:
-                if entry.is_dir():  # as os.walk: a linked folder is not entered, nor read as a file
-                    if not entry.is_symlink():
-                        walk(entry.path, f"{rel}/{name}")
-                elif name.endswith(".md"):
-                    st = entry.stat()
-                    out[f"{rel}/{name}"] = (st.st_mtime_ns, st.st_size)
-            except FileNotFoundError:
-                continue
-
     for top in STORE_DIRS:
-        walk(os.path.join(root, top), top)
+        for parts, entry in fsio.markdown_entries(os.path.join(root, top), hidden_folders=False):
+            try:
+                st = entry.stat()
+            except FileNotFoundError:  # a dangling link, or gone meanwhile
+                continue
+            out["/".join((top, *parts))] = (st.st_mtime_ns, st.st_size)
     return out
 
 

@@ -19,6 +19,34 @@ from engine.errors import WorkspaceLocked
 LOCK_NAME = ".almanac.lock"
 
 
+def markdown_entries(folder: str, *, hidden_folders: bool) -> list[tuple[tuple[str, ...], os.DirEntry[str]]]:
+    """``(parts of the path below folder, entry)`` of every ``*.md`` entry below ``folder`` that is
+    neither hidden nor a folder, unsorted; folders starting with ``.`` are entered only with
+    ``hidden_folders``. As ``os.walk`` does: a linked folder is not entered (nor taken as a file),
+    and a folder that cannot be listed (or is gone) is passed over."""
+    found: list[tuple[tuple[str, ...], os.DirEntry[str]]] = []
+
+    def walk(path: str, parts: tuple[str, ...]) -> None:
+        try:
+            with os.scandir(path) as listing:
+                entries = list(listing)
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir():
+                    if not entry.is_symlink() and (hidden_folders or not name.startswith(".")):
+                        walk(entry.path, (*parts, name))
+                elif name.endswith(".md") and not name.startswith("."):
+                    found.append(((*parts, name), entry))
+            except OSError:
+                continue
+
+    walk(folder, ())
+    return found
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -94,29 +93,9 @@ def md_files(base: Path) -> list[Path]:
 
 def md_tree(base: Path) -> list[tuple[Path, Path]]:
     """:func:`md_files` as ``(path, path relative to base)`` pairs (each path parsed once)."""
-    found: list[tuple[str, ...]] = []
-
-    def walk(folder: str, parts: tuple[str, ...]) -> None:
-        try:
-            with os.scandir(folder) as listing:
-                entries = list(listing)
-        except OSError:
-            return
-        for entry in entries:
-            name = entry.name
-            try:
-                is_folder = entry.is_dir() and not entry.is_symlink()
-                is_md = name.endswith(".md") and not name.startswith(".") and entry.is_file()
-            except OSError:
-                continue
-            if is_folder:
-                walk(entry.path, (*parts, name))
-            elif is_md:
-                found.append((*parts, name))
-
-    if base.is_dir():
-        walk(str(base), ())
-    found.sort()
+    found = sorted(
+        parts for parts, entry in fsio.markdown_entries(str(base), hidden_folders=True) if entry.is_file()
+    )
     pairs = []
     for parts in found:
         rel = Path(*parts)

@@ -154,6 +154,3 @@ class YamlMemo:
             log.info("could not write the YAML memo %s (%s); the next start parses afresh", self.path, exc)
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
-            return
-        self._known = self._used
-        self._used = {}
