@@ -187,6 +187,8 @@ class IndexDB:
                 changed = True
                 groups.add(grp)
                 self._delete_chunk(rowid)
+            if not docs:
+                self.db.execute("DELETE FROM voices WHERE memory = ?", (memory,))
             self.db.execute("DELETE FROM links WHERE src = ?", (memory,))
             self.db.executemany(
                 "INSERT OR IGNORE INTO links VALUES (?, ?)", [(memory, target) for target in links]
@@ -199,6 +201,22 @@ class IndexDB:
         if self.vectors:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
             self.reader.touched("chunks", rowid)
+
+    def put_voices(self, rows: Sequence[tuple[str, str]]) -> int:
+        """Store who wrote each memory (``(memory, encoded)``; "" removes it); returns rows changed."""
+        changed = 0
+        with self.lock, self.db:
+            for memory, encoded in rows:
+                if encoded:
+                    self.db.execute(
+                        "INSERT INTO voices VALUES (?, ?) ON CONFLICT (memory) DO UPDATE SET "
+                        "voices = excluded.voices WHERE voices != excluded.voices",
+                        (memory, encoded),
+                    )
+                else:
+                    self.db.execute("DELETE FROM voices WHERE memory = ?", (memory,))
+                changed += self.db.changes()
+        return changed
 
     def purge(self) -> None:
         """After a permanent deletion: merge the full-text indexes (dropping the deleted terms) and

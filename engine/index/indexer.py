@@ -36,7 +36,7 @@ from engine import words
 from engine.embed.base import Embedder, ProviderStatus, Vector
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
 from engine.index import docs as D
-from engine.index import mentions, schema
+from engine.index import mentions, schema, voices
 from engine.index.db import IndexDB
 from engine.index.signature import Signature, clean_mark, code_digest, mark_holds, store_signature
 from engine.index.vectors import contextual_vector
@@ -61,7 +61,7 @@ STOP_TIMEOUT_S = 2.0
 
 #: The code that turns the store's files into rows: a clean stop's mark names it, so rows made by
 #: other code are reconciled at the next start.
-_ROW_CODE = code_digest((D, mentions, schema, words))
+_ROW_CODE = code_digest((D, mentions, schema, voices, words))
 
 
 class _Halted(Exception):
@@ -132,6 +132,8 @@ class Indexer:
         self._items: dict[str, D.Item] = {}
         self._streams: dict[str, list[tuple[tuple[str, str], str]]] = {}
         self._days: dict[str, date | None] = {}  # the day each memory is about (docs.carried_day)
+        self._turns: dict[str, voices.Turn] = {}  # each memory as engine.index.voices reads it
+        self._unvoiced: set[str] = set()  # memories whose writer is to be worked out (again)
         self._sig: Signature = {}
         self._in_step = False  # the start-up reconcile finished: the rows match the store
         self._paths: dict[str, list[str]] = {}
@@ -236,7 +238,8 @@ class Indexer:
             return False
         with self.ws.lock:
             if self._in_step and store_signature(self.ws.root) == self._sig:
-                # nothing changed that the rows miss
+                # nothing changed that the rows miss (once the writers left to work out are)
+                self._refresh_voices(None)
                 self.db.leave_mark(
                     clean_mark(self._sig, _ROW_CODE, self._settings(), time.time_ns(), self._read)
                 )
@@ -278,6 +281,7 @@ class Indexer:
             for i, day in zip(members, D.stream_days(members), strict=True)
         }
         self._paths.clear()
+        self._turns.clear()
         facts = {f.memory: f for r in self.ws.facts.records.values() if (f := D.fact_doc(r))}
         return items, facts
 
@@ -347,6 +351,8 @@ class Indexer:
             with guard():
                 if memory not in self._dirty:
                     touched += self.db.delete_fact(memory)
+        with guard():
+            self._unvoiced.update(self._items)  # the background thread works them out
         self.progress = Progress("ready", total, total)
         return touched
 
@@ -411,6 +417,8 @@ class Indexer:
                 touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
                 del members[at]
                 touched |= self._carry(old.stream, at)
+                self._unvoiced.update(m for _, m in members[max(at - voices.WINDOW, 0) : at + voices.WINDOW])
+        self._turns.pop(memory_id, None)
         new = self._current_item(memory_id)
         if new is not None:
             self._items[memory_id] = new
@@ -420,6 +428,7 @@ class Indexer:
             members.insert(at, entry)
             touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
             touched |= self._carry(new.stream, at)
+            self._unvoiced.update(m for _, m in members[max(at - voices.WINDOW, 0) : at + voices.WINDOW + 1])
         if self._catching_up:
             self._dirty.update(touched)
         for memory in touched:
@@ -541,7 +550,7 @@ class Indexer:
         done = 0
         if self.db.vectors and self.status is not None and self.status.ready:
             done += self._embed("chunks") + self._embed("facts")
-        return done + self._refresh_sessions(until_none_left=False)
+        return done + self._refresh_sessions(until_none_left=False) + self._refresh_voices(_BATCH)
 
     def _refresh_sessions(self, *, until_none_left: bool) -> int:
         """Refresh the text of sessions whose members changed, a batch of :data:`_BATCH` at a time:
@@ -554,6 +563,46 @@ class Indexer:
             if not until_none_left:
                 break
         return done
+
+    def _refresh_voices(self, limit: int | None) -> int:
+        """Work out who wrote the memories whose neighbourhood changed (:mod:`.voices`): ``limit``
+        of them (all with None); returns how many."""
+        if not self._unvoiced:
+            return 0
+        with self._locked():
+            batch = list(self._unvoiced) if limit is None else list(self._unvoiced)[:limit]
+            self._unvoiced.difference_update(batch)
+            self.db.put_voices([(m, self._voice_of(m)) for m in batch if m in self._items])
+        return len(batch)
+
+    def _turn(self, memory: str) -> voices.Turn:
+        turn = self._turns.get(memory)
+        if turn is None:
+            text = self._items[memory].text
+            turn = self._turns[memory] = voices.Turn(
+                voices.vocatives(text), mentions.subject(text).casefold()
+            )
+        return turn
+
+    def _voice_of(self, memory: str) -> str:
+        """Who wrote ``memory``, encoded ("" when not worked out): from the memories of its stream
+        within :data:`~engine.index.voices.WINDOW` places of it, in the same sitting."""
+        item = self._items[memory]
+        members = self._streams[item.stream]
+        at = bisect.bisect_left(members, (D.order_key(item), item.id))
+        sitting = functools.partial(self._one_sitting, members)
+        lo = at
+        while lo > 0 and at - lo < voices.WINDOW and sitting(lo - 1):
+            lo -= 1
+        hi = at
+        while hi + 1 < len(members) and hi - at < voices.WINDOW and sitting(hi):
+            hi += 1
+        turns = [self._turn(m) for _, m in members[lo : hi + 1]]
+        return voices.encode(voices.voice(turns, at - lo))
+
+    def _one_sitting(self, members: list[tuple[tuple[str, str], str]], i: int) -> bool:
+        """Whether ``members[i]`` and the one after it were written in one sitting."""
+        return D.same_sitting(self._items[members[i][1]], self._items[members[i + 1][1]])
 
     def _work(self) -> None:
         self.status = self.embedder.probe()

@@ -16,6 +16,7 @@ form, before or after the words.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Final
 
@@ -68,13 +69,23 @@ _RELATIVE = re.compile(
 )
 
 
-def names(text: str) -> tuple[str, ...]:
-    """The names ``text`` mentions, in order of first appearance (at most 12; one per case-folded form)."""
-    out: dict[str, str] = {}
+def name_spans(text: str) -> Iterator[tuple[str, int, int]]:
+    """Each capitalised word of ``text`` that may be a name (not a function word, month, weekday,
+    word of time or interjection), a possessive ``'s`` left off: ``(word, start, end)``."""
     for match in _CAPITALISED.finditer(text):
         word = re.sub(r"['’]s$", "", match.group(1))
         key = word.casefold()
-        if len(key) < 2 or key in _NOT_NAMES or key.isdigit() or key in out:
+        if len(key) < 2 or key in _NOT_NAMES or key.isdigit():
+            continue
+        yield word, match.start(), match.start() + len(word)
+
+
+def names(text: str) -> tuple[str, ...]:
+    """The names ``text`` mentions, in order of first appearance (at most 12; one per case-folded form)."""
+    out: dict[str, str] = {}
+    for word, _, _ in name_spans(text):
+        key = word.casefold()
+        if key in out:
             continue
         out[key] = word
         if len(out) >= MAX_NAMES:
@@ -84,26 +95,28 @@ def names(text: str) -> tuple[str, ...]:
 
 #: A name set off as an address: after the start, a comma or an interjection, and before , ! ? . or the end.
 _BEFORE_ADDRESS = re.compile(r"(?:^|[,;.!?]\s*|\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+)$", re.I)
+#: … the same, but never a sentence's first word ("Cool, …", "Definitely!" are too often not names).
+_STRICTLY_BEFORE_ADDRESS = re.compile(
+    r"(?:[,;]\s*|\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+)$", re.I
+)
 _AFTER_ADDRESS = re.compile(r"^['’]?\s*(?:[,!?.;]|$)")
 
 
-def addressed(text: str, start: int, end: int) -> bool:
+def addressed(text: str, start: int, end: int, *, strict: bool = False) -> bool:
     """Whether the name at ``text[start:end]`` is the person spoken *to* ("Thanks, Priya!",
-    "Priya, look", "Hey Priya.") rather than the one speaking or spoken about."""
+    "Priya, look", "Hey Priya.") rather than the one speaking or spoken about. ``strict``: only
+    after a comma or a greeting ("Thanks, Priya!", "Hey Priya, …"), never as a sentence's first word."""
     before = text[max(start - 40, 0) : start]
-    return bool(_AFTER_ADDRESS.match(text[end : end + 3])) and bool(_BEFORE_ADDRESS.search(before))
+    lead = _STRICTLY_BEFORE_ADDRESS if strict else _BEFORE_ADDRESS
+    return bool(_AFTER_ADDRESS.match(text[end : end + 3])) and bool(lead.search(before))
 
 
 def subject(text: str) -> str:
     """The first name ``text`` mentions that is not the person it addresses ("" when none): who a
     memory is by or about."""
     head = text[:200]
-    for match in _CAPITALISED.finditer(head):
-        word = re.sub(r"['’]s$", "", match.group(1))
-        key = word.casefold()
-        if len(key) < 2 or key in _NOT_NAMES or key.isdigit():
-            continue
-        if not addressed(head, match.start(), match.start() + len(word)):
+    for word, start, end in name_spans(head):
+        if not addressed(head, start, end):
             return word
     return ""
 

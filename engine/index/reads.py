@@ -392,6 +392,19 @@ class IndexReader:
 
         return bool(self._until_write(("any_embedded",), read))
 
+    def voices(self, memories: Sequence[str]) -> dict[str, str]:
+        """Who wrote each of ``memories``, where the index worked it out (encoded:
+        :func:`engine.index.voices.encode`); memories without it are left out."""
+
+        def any_voices() -> bool:
+            return bool(self.db.execute("SELECT EXISTS (SELECT 1 FROM voices)").fetchall()[0][0])
+
+        if not memories or not self._until_write(("any_voices",), any_voices):
+            return {}
+        with self.lock:
+            sql = f"SELECT memory, voices FROM voices WHERE memory IN ({marks(len(memories))})"
+            return {str(m): str(v) for m, v in self.db.execute(sql, tuple(memories))}
+
     def counts(self) -> dict[str, int]:
         with self.lock:
             one = self.db.execute

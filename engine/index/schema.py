@@ -20,9 +20,10 @@ from typing import Any, Final
 
 from engine.index.docs import ChunkDoc, FactDoc
 
-SCHEMA_VERSION: Final = 9  # 7: an undated memory carries the day of a dated entry before it;
+SCHEMA_VERSION: Final = 10  # 7: an undated memory carries the day of a dated entry before it;
 # 8: but not a date after the entry was written (a deadline); 9: a chunk's vector blends its own
-# words' with its words read among its neighbours' (engine.index.vectors.contextual_vector)
+# words' with its words read among its neighbours' (engine.index.vectors.contextual_vector);
+# 10: who wrote each memory of a two-person exchange, where worked out (``voices``)
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
 
@@ -191,6 +192,8 @@ TABLES: Final = (
     "CREATE TABLE links (src TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (src, target)) WITHOUT ROWID;\n"
     + GROUPS.ddl()
     + "CREATE INDEX groups_dirty ON groups (dirty) WHERE dirty = 1;\n"
+    # who wrote each memory of a two-person exchange (engine.index.voices), where worked out
+    "CREATE TABLE voices (memory TEXT PRIMARY KEY, voices TEXT NOT NULL) WITHOUT ROWID;\n"
 )
 
 

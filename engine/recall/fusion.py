@@ -4,7 +4,8 @@ For each candidate chunk (found by FTS5 or by vector KNN)::
 
     score = bm25 / max bm25                         keyword, 0 … 1
           + vector × (cos − min cos) / (max − min)  meaning, min-max over the candidates
-          + person  if the query names its speaker or source
+          + person  if the query names its speaker or source — or person × the chance it is by
+                    someone the query names, when that was worked out (engine.index.voices)
           + group × its session's score             (same formula over whole sessions)
           + a nudge of at most ±nudge for importance (never enough to pass a clearly better match)
 
@@ -50,6 +51,7 @@ class Candidate(NamedTuple):
     person: bool = False  # the query names its speaker / source
     importance: float | None = None
     created: str | None = None
+    voice: float | None = None  # the chance it is by someone the query names (None: not known)
 
 
 class Scored(NamedTuple):
@@ -116,7 +118,9 @@ def fuse(
     out: list[Scored] = []
     for c in candidates:
         score = (c.bm25 or 0.0) / top + weights.vector * cos.get(c.key, 0.0)
-        if c.person:
+        if c.voice is not None:
+            score += weights.person * c.voice
+        elif c.person:
             score += weights.person
         score += weights.group * groups.get(c.group, 0.0)
         if c.importance is not None:

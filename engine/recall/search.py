@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.index import voices
 from engine.index.reads import IndexReader
 from engine.index.schema import CHUNKS, ChunkRow
 from engine.recall.fusion import (
@@ -98,6 +99,7 @@ def rank_chunks(
         group_score = group_scores(g_bm25, g_cos, weights)
     near = {r for r, _ in nearest}
     named = _named_people(query, rows.values())
+    chance = _chances(db, query, rows.values())
     candidates = [
         Candidate(
             k,
@@ -109,6 +111,7 @@ def rank_chunks(
             row.speaker in named or row.source in named,
             row.importance,
             row.created,
+            chance.get(row.memory),
         )
         for k, row in rows.items()
     ]
@@ -121,6 +124,19 @@ def _named_people(query: Query, rows: Iterable[ChunkRow]) -> set[str]:
     worked out once: a few people recur over a search's ≈ 200 candidates."""
     people = {p for row in rows for p in (row.speaker, row.source) if p}
     return {p for p in people if names_person(query, p)}
+
+
+def _chances(db: IndexReader, query: Query, rows: Iterable[ChunkRow]) -> dict[str, float]:
+    """For each memory among ``rows`` whose writer was worked out (:mod:`engine.index.voices`),
+    the chance that it is by someone the query names — when it names one of its two people."""
+    if not query.names:
+        return {}
+    out: dict[str, float] = {}
+    for memory, encoded in db.voices(sorted({r.memory for r in rows})).items():
+        chance = voices.chance_by(voices.decode(encoded), query.names)
+        if chance is not None:
+            out[memory] = chance
+    return out
 
 
 def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:
