@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -570,7 +571,7 @@ class Indexer:
         if not self._unvoiced:
             return 0
         with self._locked():
-            batch = list(self._unvoiced) if limit is None else list(self._unvoiced)[:limit]
+            batch = list(itertools.islice(self._unvoiced, limit))
             self._unvoiced.difference_update(batch)
             self.db.put_voices([(m, self._voice_of(m)) for m in batch if m in self._items])
         return len(batch)

@@ -427,6 +427,7 @@ class IndexReader:
             for row in self.db.execute(f"SELECT 'fact', {FACTS.column_list} FROM facts ORDER BY memory"):
                 yield row
             yield from self.db.execute("SELECT 'link', src, target FROM links ORDER BY src, target")
+            yield from self.db.execute("SELECT 'voices', memory, voices FROM voices ORDER BY memory")
             for key, text, blob, dirty in self.db.execute(
                 "SELECT key, text, vector, dirty FROM groups ORDER BY key"
             ):

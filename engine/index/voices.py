@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from engine.index.mentions import addressed, name_spans
+from engine.index.mentions import addressed, name_spans, subject
 
 #: Memories either side of one that decide who wrote it.
 WINDOW: Final = 40
@@ -50,6 +50,16 @@ class Turn:
 
     spoken_to: frozenset[str]  # the names it speaks to, case-folded (:func:`vocatives`)
     subject: str  # the name its words start with, case-folded ("" when none)
+
+
+#: A memory that speaks to nobody and names nobody (most notes): one shared value.
+NOBODY: Final = Turn(frozenset(), "")
+
+
+def turn_of(text: str) -> Turn:
+    """``text`` as the inference reads it: whom it speaks to, and its subject."""
+    spoken_to, first = vocatives(text), subject(text).casefold()
+    return Turn(spoken_to, first) if spoken_to or first else NOBODY
 
 
 def vocatives(text: str) -> frozenset[str]:
@@ -155,9 +165,23 @@ def decode(text: str) -> dict[str, float]:
 def chance_by(voices: Mapping[str, float], asked: Sequence[str]) -> float | None:
     """The chance the memory is by someone ``asked`` names (case-folded names; a nickname of one
     counts): the highest among them; None when none of them is one of its two people."""
-    found = [
-        value
-        for name, value in voices.items()
-        if any(same_person(name, a) or same_person(a, name) for a in asked)
-    ]
-    return max(found) if found else None
+    return chances({"": encode(voices)}, asked).get("")
+
+
+def chances(encoded: Mapping[str, str], asked: Sequence[str]) -> dict[str, float]:
+    """:func:`chance_by` for many memories at once (``memory → encoded voices``), each name
+    matched against ``asked`` once; memories none of whose people is asked for are left out."""
+    matches: dict[str, bool] = {}
+    out: dict[str, float] = {}
+    for memory, text in encoded.items():
+        best: float | None = None
+        for part in text.split():
+            name, _, value = part.rpartition("=")
+            hit = matches.get(name)
+            if hit is None:
+                hit = matches[name] = any(same_person(name, a) or same_person(a, name) for a in asked)
+            if hit and (best is None or float(value) > best):
+                best = float(value)
+        if best is not None:
+            out[memory] = best
+    return out

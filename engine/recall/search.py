@@ -131,12 +131,7 @@ def _chances(db: IndexReader, query: Query, rows: Iterable[ChunkRow]) -> dict[st
     the chance that it is by someone the query names — when it names one of its two people."""
     if not query.names:
         return {}
-    out: dict[str, float] = {}
-    for memory, encoded in db.voices(sorted({r.memory for r in rows})).items():
-        chance = voices.chance_by(voices.decode(encoded), query.names)
-        if chance is not None:
-            out[memory] = chance
-    return out
+    return voices.chances(db.voices(sorted({r.memory for r in rows})), query.names)
 
 
 def _hit(row: ChunkRow, scored: Scored, query: Query) -> Hit:

@@ -184,3 +184,37 @@ def test_the_neighbours_weigh_less_for_a_person_the_memories_are_about(tmp_path:
         e.memory.remember(CALLER, "Tomás: and some oat milk.")
         e.settle()
         assert reader.subject_share("Tomás") > 0.0
+
+
+# An exchange kept turn by turn (who, what they said); each turn but one is the same in both
+# wordings below, and the names a turn speaks to are in it either way.
+EXCHANGE = [
+    ("Priya", "Hey Sam, I baked a lemon tart for the party."),
+    ("Sam", "Lovely! I baked a loaf of rye bread for it."),
+    ("Priya", "Rye bread sounds great, Sam."),
+    ("Sam", "Thanks, Priya! I am bringing a jug of cider too."),
+    ("Priya", "Then I am bringing the plates and cups."),
+    ("Sam", "Perfect, see you there."),
+]
+ASKED = {
+    "What did Sam bake?": 1,
+    "What did Priya bake?": 0,
+    "What is Sam bringing?": 3,
+    "What is Priya bringing?": 4,
+}
+
+
+@pytest.mark.req("quality:layouts")
+def test_in_an_exchange_kept_without_names_a_question_finds_the_person_s_own_turn(tmp_path: Path) -> None:
+    """Kept without names, the turn that speaks to Sam ("Hey Sam, I baked …") shares the most
+    words with "What did Sam bake?" — but it is Priya's. Who wrote each turn is worked out from
+    the exchange (engine.index.voices), so the answer is the same as when every turn names its
+    writer."""
+    found = {}
+    for name, layout in (("plain", lambda who, said: said), ("named", lambda who, said: f"{who}: {said}")):
+        with engine(tmp_path / name) as e:
+            ids = [e.memory.remember(CALLER, layout(who, said)).id for who, said in EXCHANGE]
+            e.settle()
+            found[name] = {q: ids.index(e.recall.search(q, limit=3).hits[0].memory) for q in ASKED}
+    assert found["plain"] == ASKED, found["plain"]
+    assert found["named"] == ASKED, found["named"]
