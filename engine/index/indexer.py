@@ -376,6 +376,7 @@ class Indexer:
             # a session's text holds its members' words until it is refreshed (the background
             # thread does that a moment later): refresh now, so the purge leaves no copy behind
             self._refresh_sessions(until_none_left=True)
+            self._refresh_voices(None)  # the neighbours' writers, read from its words too
             self.db.purge()
             self._forget_cached()
         self._wake.set()

@@ -36,8 +36,6 @@ SPOKEN_TO: Final = 0.05
 SUBJECT: Final = 0.3
 #: The two people must be at least this share of the names spoken to around a memory.
 TWO_PEOPLE: Final = 0.8
-#: … and be spoken to at least this many times there, each.
-EACH_AT_LEAST: Final = 1
 #: A shorter form of a name counts as the name ("Mel" for "Melanie") from this many letters.
 NICKNAME_MIN: Final = 3
 #: Probabilities are stored rounded to this many places (so that a stored value is exact text).
@@ -91,7 +89,7 @@ def _people(turns: Sequence[Turn]) -> tuple[dict[str, str], tuple[str, str] | No
     for name, n in counts.items():
         tally[canon[name]] = tally.get(canon[name], 0) + n
     ranked = sorted(tally, key=lambda p: (-tally[p], p))
-    if len(ranked) < 2 or tally[ranked[1]] < EACH_AT_LEAST:
+    if len(ranked) < 2:
         return canon, None
     first, second = ranked[0], ranked[1]
     if (tally[first] + tally[second]) < TWO_PEOPLE * sum(tally.values()):
