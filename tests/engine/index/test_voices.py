@@ -145,3 +145,27 @@ def test_an_exchange_ends_with_its_sitting(tmp_path: Path) -> None:
         e.settle()
         found = e.indexer.db.reader.voices(chat + later)
         assert set(found) == set(chat)
+
+
+@pytest.mark.req("engine:rebuild")
+def test_a_stop_with_too_many_writers_left_leaves_no_mark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop works out at most a bounded number of writers; with more left it leaves no clean
+    mark, so the next start compares everything (and works them all out) instead."""
+    import engine.index.indexer as indexer_module
+
+    monkeypatch.setattr(indexer_module, "_UNVOICED_AT_STOP", len(EXCHANGE) - 1)
+    ws, indexer = _start_without_background(tmp_path)
+    memory = Memory(ws, clock=Clock())
+    ids = [memory.remember(CALLER, text).id for text in EXCHANGE]
+    assert indexer.stop()
+    ws.close()
+    ws, indexer = _start_without_background(tmp_path)  # no mark: every row compared, writers to do
+    try:
+        assert indexer.db.reader.voices(ids) == {}
+        assert indexer._refresh_voices(None) == len(ids)
+        assert set(indexer.db.reader.voices(ids)) == set(ids)
+    finally:
+        indexer.stop()
+        ws.close()
