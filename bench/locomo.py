@@ -1,6 +1,6 @@
 """Retrieval quality on LoCoMo (``quality:locomo``, ``quality:honest-miss``).
 
-    python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all] [--only conv-26,conv-44]
+    python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all|checks] [--only conv-26,conv-44]
                            [--cache FILE] [--keep DIR] [--no-context] [--json OUT]
 
 One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
@@ -16,6 +16,8 @@ above the checkout: :mod:`bench.paths`) and never copied.
 ``date-first``, ``third-person`` ("On 8 May 2023, Name said that …"), ``plain`` (the words
 alone) and ``mix`` (one of the four per turn). FTS5 is measured over the same texts.
 ``get_context`` recall@10 is measured on the first ten notes it returns with the largest budget.
+``--layout checks`` runs three more wordings that nothing in ranking was chosen on
+(``speaker-last``, ``bracket-said``, ``wrote-quote``): a check that the five carry over.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ class Turn:
 
 #: How a memory of one turn is worded. Each is a plausible way an agent writes what was said.
 LAYOUTS = ("speaker", "date-first", "third-person", "plain", "mix")
+#: More wordings, never used to choose anything in ranking: a check that what the five above
+#: measure carries over (``--layout checks``). The speaker after the words; a bracketed ISO date
+#: and "said:"; "wrote:" and the words quoted.
+CHECKS = ("speaker-last", "bracket-said", "wrote-quote")
+KNOWN = LAYOUTS + CHECKS
 
 
 def _day(when: datetime) -> str:
@@ -93,7 +100,13 @@ def render(layout: str, speaker: str, said: str, when: datetime, key: str) -> st
         return f"On {_day(when)}, {speaker} said that {said}"
     if layout == "plain":
         return said
-    raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if layout == "speaker-last":
+        return f"{said} ({speaker}, {_day(when)})"
+    if layout == "bracket-said":
+        return f"[{when:%Y-%m-%d}] {speaker} said: {said}"
+    if layout == "wrote-quote":
+        return f'{speaker} wrote: "{said}"'
+    raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(KNOWN)}")
 
 
 @dataclass(frozen=True)
@@ -129,8 +142,8 @@ def normalise_evidence(raw: Sequence[str], known: set[str]) -> tuple[str, ...]:
 
 
 def load(path: Path, layout: str = "speaker") -> list[Conversation]:
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if layout not in KNOWN:
+        raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(KNOWN)}")
     out = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
@@ -450,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--layout",
         default="speaker",
-        help=f"how each turn is worded: {', '.join(LAYOUTS)}; several comma-separated, or 'all'",
+        help=f"how each turn is worded: {', '.join(KNOWN)}; several comma-separated, 'all' "
+        f"(the first five) or 'checks' (the last {len(CHECKS)})",
     )
     parser.add_argument("--only", help="comma-separated sample ids (default: all)")
     parser.add_argument("--limit-turns", type=int, help="first N turns of each conversation (smoke runs)")
@@ -468,10 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.path.exists():
         print(f"no LoCoMo data at {args.path}; pass its path", file=sys.stderr)
         return 2
-    layouts = list(LAYOUTS) if args.layout == "all" else args.layout.split(",")
-    unknown = [name for name in layouts if name not in LAYOUTS]
+    named = {"all": list(LAYOUTS), "checks": list(CHECKS)}
+    layouts = named.get(args.layout) or args.layout.split(",")
+    unknown = [name for name in layouts if name not in KNOWN]
     if unknown:
-        print(f"unknown layout {unknown[0]!r}: use one of {', '.join(LAYOUTS)} or 'all'", file=sys.stderr)
+        print(
+            f"unknown layout {unknown[0]!r}: use one of {', '.join(KNOWN)}, 'all' or 'checks'",
+            file=sys.stderr,
+        )
         return 2
     from engine.embed.local import LocalEmbedder
 

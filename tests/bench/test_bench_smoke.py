@@ -79,6 +79,8 @@ def test_locomo_bench_runs_every_layout_with_fts5_on_the_same_texts(tmp_path: Pa
         assert r["all"]["n"] == 9 and r["fts5_reference"]["n"] == 9 and r["get_context"]["n"] == 9
         assert r["honest_miss"]["wrong_relevant_false"] is not None
     assert locomo.main([str(data), "--layout", "sideways"]) == 2
+    assert locomo.main([str(data), "--layout", "checks", "--no-context", "--json", str(out)]) == 0
+    assert [r["layout"] for r in json.loads(out.read_text(encoding="utf-8"))] == list(locomo.CHECKS)
 
 
 def test_layouts_word_the_same_turn_differently_and_the_mix_is_stable() -> None:
@@ -92,6 +94,12 @@ def test_layouts_word_the_same_turn_differently_and_the_mix_is_stable() -> None:
     assert texts["mix"] == locomo.render("mix", "Ann", "I like clay.", when, "c/D1:1")
     picks = {locomo.render("mix", "Ann", "x", when, f"c/D1:{i}") for i in range(40)}
     assert len(picks) == 4  # every layout appears in the mix
+    checks = {name: locomo.render(name, "Ann", "I like clay.", when, "c/D1:1") for name in locomo.CHECKS}
+    assert checks == {
+        "speaker-last": "I like clay. (Ann, 8 May 2023)",
+        "bracket-said": "[2023-05-08] Ann said: I like clay.",
+        "wrote-quote": 'Ann wrote: "I like clay."',
+    }
 
 
 def test_evidence_ids_are_normalised() -> None:
