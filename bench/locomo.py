@@ -79,6 +79,16 @@ LAYOUTS = ("speaker", "date-first", "third-person", "plain", "mix")
 #: and "said:"; "wrote:" and the words quoted.
 CHECKS = ("speaker-last", "bracket-said", "wrote-quote")
 KNOWN = LAYOUTS + CHECKS
+#: Each layout but ``mix`` as a template (``said`` is a value, never read as one).
+WORDINGS = {
+    "speaker": "{speaker}: {said}",
+    "date-first": "{day} — {speaker}: {said}",
+    "third-person": "On {day}, {speaker} said that {said}",
+    "plain": "{said}",
+    "speaker-last": "{said} ({speaker}, {day})",
+    "bracket-said": "[{iso}] {speaker} said: {said}",
+    "wrote-quote": '{speaker} wrote: "{said}"',
+}
 
 
 def _day(when: datetime) -> str:
@@ -92,21 +102,10 @@ def render(layout: str, speaker: str, said: str, when: datetime, key: str) -> st
     if layout == "mix":
         pick = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 4
         layout = LAYOUTS[pick]
-    if layout == "speaker":
-        return f"{speaker}: {said}"
-    if layout == "date-first":
-        return f"{_day(when)} — {speaker}: {said}"
-    if layout == "third-person":
-        return f"On {_day(when)}, {speaker} said that {said}"
-    if layout == "plain":
-        return said
-    if layout == "speaker-last":
-        return f"{said} ({speaker}, {_day(when)})"
-    if layout == "bracket-said":
-        return f"[{when:%Y-%m-%d}] {speaker} said: {said}"
-    if layout == "wrote-quote":
-        return f'{speaker} wrote: "{said}"'
-    raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(KNOWN)}")
+    template = WORDINGS.get(layout)
+    if template is None:
+        raise ValueError(f"unknown layout {layout!r}: use one of {', '.join(KNOWN)}")
+    return template.format(speaker=speaker, said=said, day=_day(when), iso=f"{when:%Y-%m-%d}")
 
 
 @dataclass(frozen=True)

@@ -202,9 +202,8 @@ class IndexDB:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
             self.reader.touched("chunks", rowid)
 
-    def put_voices(self, rows: Sequence[tuple[str, str]]) -> int:
-        """Store who wrote each memory (``(memory, encoded)``; "" removes it); returns rows changed."""
-        changed = 0
+    def put_voices(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Store who wrote each memory (``(memory, encoded)``; "" removes it)."""
         with self.lock, self.db:
             for memory, encoded in rows:
                 if encoded:
@@ -215,8 +214,6 @@ class IndexDB:
                     )
                 else:
                     self.db.execute("DELETE FROM voices WHERE memory = ?", (memory,))
-                changed += self.db.changes()
-        return changed
 
     def purge(self) -> None:
         """After a permanent deletion: merge the full-text indexes (dropping the deleted terms) and

@@ -93,12 +93,11 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(out.values())
 
 
+_GREETING: Final = r"\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+"
 #: A name set off as an address: after the start, a comma or an interjection, and before , ! ? . or the end.
-_BEFORE_ADDRESS = re.compile(r"(?:^|[,;.!?]\s*|\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+)$", re.I)
+_BEFORE_ADDRESS = re.compile(rf"(?:^|[,;.!?]\s*|{_GREETING})$", re.I)
 #: … the same, but never a sentence's first word ("Cool, …", "Definitely!" are too often not names).
-_STRICTLY_BEFORE_ADDRESS = re.compile(
-    r"(?:[,;]\s*|\b(?:" + "|".join(sorted(_INTERJECTIONS)) + r")\s+)$", re.I
-)
+_STRICTLY_BEFORE_ADDRESS = re.compile(rf"(?:[,;]\s*|{_GREETING})$", re.I)
 _AFTER_ADDRESS = re.compile(r"^['’]?\s*(?:[,!?.;]|$)")
 
 
