@@ -269,3 +269,36 @@ async def test_engines_share_one_embedder_and_logs_are_json(tmp_path: Path) -> N
     assert {"embedder.start", "engine.start", "engine.stop"} <= names
     start = next(e for e in events if e.get("event") == "engine.start")
     assert start["workspace"] == workspace.name and start["level"] == "info" and start["seconds"] > 0
+
+
+@pytest.mark.req("quality:layouts")
+async def test_an_exchange_kept_without_names_answers_who_said_what_through_the_gateway(
+    gateway: Gateway,
+) -> None:
+    """An agent keeps a chat turn by turn, nothing saying who spoke, through the real gateway and
+    engine: once the engine has worked out who wrote each turn (in the background, after each
+    write is answered), a question about one person finds that person's own turn first."""
+    import anyio
+
+    from tests.engine.recall.test_layouts import ASKED, EXCHANGE
+
+    gateway.owner("cleo@example.com")
+    token = gateway.token("cleo@example.com", "Cleo's chat agent")
+    async with connect(gateway, token) as client:
+        ids = [data(await client.call_tool("remember", {"statement": said}))["id"] for _, said in EXCHANGE]
+
+        async def firsts() -> dict[str, int]:
+            out = {}
+            for question in ASKED:
+                notes = data(await client.call_tool("get_context", {"query": question}))["notes"]
+                out[question] = ids.index(notes[0]["id"]) if notes and notes[0]["id"] in ids else -1
+            return out
+
+        found = await firsts()
+        with anyio.fail_after(20):
+            while found != ASKED:
+                await anyio.sleep(
+                    0.3
+                )  # writers still being worked out (4 calls a round: under the rate limit)
+                found = await firsts()
+    assert found == ASKED
