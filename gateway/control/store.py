@@ -29,6 +29,7 @@ from gateway.control.migrate import load_migrations, migrate
 from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
+from gateway.control.passwords import PasswordQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
@@ -135,7 +136,9 @@ def _client_name(metadata: object) -> str | None:
     return None if name is None else str(name)
 
 
-class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries, LostQueries):
+class ControlPlane(
+    AccountQueries, PasswordQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries, LostQueries
+):
     def __init__(self, db: Database) -> None:
         self._db = db
 
