@@ -82,6 +82,17 @@ class PasswordQueries:
         ).fetchone()
         return None if row is None else ResetLink(str(row[0]), str(row[1]), str(row[2]))
 
+    def refuse_reset_link(self: AuditedPlane, secret: str, *, remote: str | None) -> None:
+        """Record a password sent with a link that is unknown, used or expired (``password.reset_refused``,
+        naming the owner when the link was theirs)."""
+        row = self._db.execute(
+            "SELECT owner_id FROM password_resets WHERE token_hash = ?", (_sha256(secret),)
+        ).fetchone()
+        with self._db.transaction():
+            self._audit(
+                "password.reset_refused", None if row is None else str(row[0]), None, None, remote, {}
+            )
+
     def use_reset_link(self: AuditedPlane, secret: str, password_hash: str, *, remote: str | None) -> str:
         """Spend the link ``secret`` to set its owner's password; returns the owner's id. Refused
         (:class:`ResetLinkInvalid`, nothing changed) when the link is unknown, used or expired."""

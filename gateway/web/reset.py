@@ -67,6 +67,7 @@ async def reset(request: Request) -> Response:
 
     link = store.reset_link(secret)
     if link is None:
+        store.refuse_reset_link(secret, remote=remote_of(request))
         return _invalid(request)
     try:
         password = passwords.check_new_password(field("password"), field("confirm"))
