@@ -5,6 +5,7 @@ as sign-up; and the owner then signs in on the web with it."""
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,8 @@ def test_reset_link_prints_only_the_link_and_needs_a_known_address(data_dir: Pat
     (line,) = made.stdout.splitlines()
     assert line.startswith("https://mem.example.org/reset/") and len(line.rsplit("/", 1)[1]) >= 43
     assert "works once" in made.stderr
+    until = datetime.fromisoformat(made.stderr.rsplit("until ", 1)[1].strip().replace("Z", "+00:00"))
+    assert timedelta(hours=23, minutes=55) < until - datetime.now(UTC) <= timedelta(hours=24)
     default = almanac("owner", "reset-link", EMAIL, "--data-dir", d)
     assert default.stdout.startswith("http://127.0.0.1:8080/reset/")  # the default host and port
     bad = almanac("owner", "reset-link", EMAIL, "--data-dir", d, "--url", "mem.example.org")
