@@ -6,7 +6,7 @@ checks the CSRF token, then the password rules (:mod:`gateway.auth.passwords`, t
 and sign-up), then spends the link — once: a second use, or one after it expired, is refused and
 changes nothing. Using it ends every session the owner had. Every outcome is an audit event
 (``password.reset`` / ``password.reset_refused``). The secret in the path never leaves the page
-(``Referrer-Policy: no-referrer``).
+(``Referrer-Policy: strict-origin``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def _page(request: Request, status_code: int = 200, **values: Any) -> Response:
         max_password=passwords.MAX_PASSWORD,
         **values,
     )
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # the origin alone, never the path with the secret (no-referrer would make browsers send
+    # ``Origin: null`` with the form, which the CSRF check rightly refuses)
+    response.headers["Referrer-Policy"] = "strict-origin"
     return response
 
 

@@ -6,17 +6,20 @@ an expired link refuses both to show its form and to take one, and every step is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import Page
 
 from gateway.auth.passwords import MIN_PASSWORD
 from gateway.control.store import ControlPlane
 from tests.gateway.e2e import Gateway, start_gateway
 from tests.gateway.web.conftest import csrf_of
 from tests.gateway.web.test_account import sign_in
+from tests.gateway.web.test_pages import assert_accessible
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 EMAIL = "rue@example.com"
 NEW = "a brand new password"
@@ -56,6 +59,7 @@ async def submit(
     return await browser.post(path, data=form)
 
 
+@pytest.mark.anyio
 @pytest.mark.req("gw:signin", "sec:authz")
 async def test_a_reset_link_sets_a_password_once_and_the_owner_signs_in(
     gateway: Gateway, browser: httpx.AsyncClient
@@ -65,7 +69,7 @@ async def test_a_reset_link_sets_a_password_once_and_the_owner_signs_in(
     page = await browser.get(path)
     assert page.status_code == 200 and EMAIL in page.text and "This link works once." in page.text
     assert f"At least {MIN_PASSWORD} characters." in page.text
-    assert page.headers["referrer-policy"] == "no-referrer" and page.headers["cache-control"] == "no-store"
+    assert page.headers["referrer-policy"] == "strict-origin" and page.headers["cache-control"] == "no-store"
     # a form without this browser's token, or from another site, is refused and spends nothing
     forged = await browser.post(path, data={"csrf_token": "forged", "password": NEW, "confirm": NEW})
     assert forged.status_code == 403
@@ -107,6 +111,7 @@ async def test_a_reset_link_sets_a_password_once_and_the_owner_signs_in(
     assert path.rsplit("/", 1)[1] not in audit  # the secret is never written down
 
 
+@pytest.mark.anyio
 @pytest.mark.req("gw:signin", "sec:authz")
 async def test_an_expired_or_unknown_link_is_refused_and_a_reset_signs_out_everywhere(
     gateway: Gateway, browser: httpx.AsyncClient
@@ -135,3 +140,25 @@ async def test_an_expired_or_unknown_link_is_refused_and_a_reset_signs_out_every
     assert (await browser.get("/")).status_code == 303  # back to sign-in
     assert (await sign_in(browser, EMAIL, "late password 1")).status_code == 400
     assert (await sign_in(browser, EMAIL, "after the reset")).status_code == 303
+
+
+@pytest.mark.req("gw:signin")
+def test_a_reset_link_in_a_real_browser(site: Gateway, page: Page, tmp_path: Path) -> None:
+    site.cli("owner", "create", "kai@example.com")
+    url = site.cli("owner", "reset-link", "kai@example.com", "--url", site.url).strip()
+    page.goto(url)
+    assert_accessible(page)
+    page.screenshot(path=str(tmp_path / "reset.png"), full_page=True)
+    page.get_by_label("New password", exact=True).fill(NEW)
+    page.get_by_label("New password again").fill(NEW)
+    page.get_by_role("button", name="Set password").click()
+    assert page.get_by_role("status").inner_text() == "Your new password is set."
+    assert_accessible(page)
+    page.get_by_role("link", name="Sign in").click()
+    page.get_by_label("Email").fill("kai@example.com")
+    page.get_by_label("Password").fill(NEW)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(site.url + "/")
+    page.goto(url)
+    assert_accessible(page)
+    assert "used already, it expired" in page.get_by_role("alert").inner_text()
