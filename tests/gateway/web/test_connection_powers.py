@@ -204,6 +204,14 @@ async def test_the_token_page_pins_do_what_it_says_over_mcp_and_rest(
         check_rest(gateway, found.group(1), reads == "unscoped", seeded, name)
     bad = await browser.post("/tokens/new", data={**form, "name": "odd", "reads": "everything"})
     assert bad.status_code == 400 and "this scope only" in bad.text
+    listed = httpx.get(
+        gateway.url + "/api/v1/admin/connections", headers={"Authorization": f"Bearer {full}"}, timeout=60
+    ).json()["connections"]
+    shown = {c["name"]: (c["scope"], c["reads_unscoped"]) for c in listed}
+    assert shown["token scope"] == (SCOPE, False) and shown["token unscoped"] == (SCOPE, True)
+    assert shown["owner's own"] == (None, False)
+    cli = gateway.cli("token", "list", "--owner", EMAIL)
+    assert f"\t{SCOPE}\t" in cli and f"\t{SCOPE}+unscoped\t" in cli
     await untouched(gateway, full, seeded)
 
 
