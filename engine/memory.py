@@ -13,9 +13,9 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.ageing.archive import without_banner
-from engine.errors import InvalidInput, NotFound, NotRetired, ReadOnly
+from engine.errors import Forbidden, InvalidInput, NotFound, NotRetired, ReadOnly
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
-from engine.scope import Caller, read_scope, visible, within, write_scope
+from engine.scope import Caller, changeable, read_scope, visible, within, write_scope
 from engine.store import ids
 from engine.store.facts import FactRecord
 from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
@@ -247,6 +247,7 @@ class Memory:
                     raise NotFound(f"{memory_id} was already deleted permanently, at {when}")
                 raise self._not_found(memory_id)
             kind, scope, state = target
+            self._changeable(caller, memory_id, scope)
             if state is not State.RETIRED:
                 raise NotRetired(
                     f"{memory_id} is {state.value}: only a retired memory can be deleted permanently; "
@@ -256,6 +257,16 @@ class Memory:
             event = Event(self._new_id(ids.EVENT, now), "delete", now, memory_id, source=who)
             self.ws.append_event(event)
             return Receipt("delete", event.event_id, memory_id, kind, scope, who.name, who.verified)
+
+    @staticmethod
+    def _changeable(caller: Caller, memory_id: str, scope: str | None) -> None:
+        """Refuse a pinned connection's retire, restore or delete outside its own scope (it may
+        read unscoped memories, but they are not its to change)."""
+        if not changeable(caller, scope):
+            raise Forbidden(
+                f"this connection is pinned to scope {caller.pinned_scope!r}: it may retire and restore "
+                f"only memories of that scope, and {memory_id} is unscoped; ask the owner to change it"
+            )
 
     def _not_found(self, memory_id: str) -> NotFound:
         return NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
@@ -286,6 +297,7 @@ class Memory:
             if target is None or not visible(caller, target[1]):
                 raise self._not_found(memory_id)
             kind, scope, current = target
+            self._changeable(caller, memory_id, scope)
             if current is (State.RETIRED if retire else State.LIVE):
                 return Receipt("nochange", None, memory_id, kind, scope, who.name, who.verified)
             now = self.clock()
@@ -326,7 +338,7 @@ class Memory:
         include_history: bool = False,
         as_of: str | None = None,
     ) -> Retrieved:
-        scope = read_scope(caller, scope)
+        limit = read_scope(caller, scope)
         moment = None if as_of is None else parse_when(as_of)
         if memory_id is None and subject is None and predicate is None:
             raise InvalidInput("say what to retrieve: pass a subject, a predicate, or an id")
@@ -339,7 +351,7 @@ class Memory:
             for record in self.ws.facts.records.values():
                 if record.retired or not visible(caller, record.scope):
                     continue
-                if not within(scope, record.scope):
+                if not within(limit, record.scope):
                     continue
                 if subject_key is not None and record.subject_key != subject_key:
                     continue

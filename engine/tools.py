@@ -65,6 +65,7 @@ def caller_of(request: Request) -> Caller:
         pinned_scope=identity.pinned_scope,
         client_name=client_name,
         connection_id=identity.connection_id,
+        reads_unscoped=identity.reads_unscoped,
     )
 
 

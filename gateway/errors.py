@@ -16,6 +16,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   ├── InvalidName               400 invalid_name
     │   ├── InvalidPassword           400 invalid_password
     │   ├── InviteInvalid             400 invite_invalid
+    │   ├── ResetLinkInvalid          400 reset_link_invalid   (a reset link unknown, used or expired)
     │   └── InvalidGrant              400 invalid_grant        (OAuth: bad, spent or reused code/token)
     ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
     │   └── ClusterSignatureInvalid   401 cluster_signature_invalid (a call between nodes not signed right)
@@ -113,6 +114,10 @@ class InvalidPassword(BadRequest):
 
 class InviteInvalid(BadRequest):
     code = "invite_invalid"
+
+
+class ResetLinkInvalid(BadRequest):
+    code = "reset_link_invalid"
 
 
 class InvalidGrant(BadRequest):

@@ -10,6 +10,7 @@ import pytest
 from engine.store.daylog import day_title, format_entry, parse_daylog
 from engine.store.ledger import format_event, parse_ledger
 from engine.store.notefile import format_note, parse_note
+from gateway.auth.passwords import MAX_PASSWORD, MIN_PASSWORD
 
 DOCS = Path(__file__).parent.parent / "docs"
 
@@ -54,3 +55,9 @@ def test_the_delete_example_parses_round_trips_and_says_nothing_of_the_memory() 
     said = (event.subject, event.predicate, event.object, event.statement, event.reason, event.scope)
     assert said == (None,) * 6 and event.source is not None and event.source.verified
     assert "".join(format_event(e) for e in parsed.events) == text
+
+
+@pytest.mark.req("gw:signin")
+def test_the_accounts_page_states_the_password_rules_the_code_enforces() -> None:
+    text = (DOCS / "accounts.md").read_text(encoding="utf-8")
+    assert f"**at least {MIN_PASSWORD} and at most {MAX_PASSWORD:,} characters**" in text

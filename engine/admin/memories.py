@@ -188,23 +188,29 @@ def parse_query(params: Mapping[str, str]) -> Query:
     )
 
 
-def seen_by(all_rows: list[Row], pinned: str | None) -> list[Row]:
-    """What a connection pinned to scope ``pinned`` may list: that scope and unscoped memories, no
-    tombstones (None: everything)."""
+def seen_by(all_rows: list[Row], pinned: str | None, unscoped: bool = False) -> list[Row]:
+    """What a connection pinned to scope ``pinned`` may list: that scope — and unscoped memories
+    when it reads them (``unscoped``) — and no tombstones (None: everything)."""
     if pinned is None:
         return all_rows
-    caller = Caller(pinned_scope=pinned)
+    caller = Caller(pinned_scope=pinned, reads_unscoped=unscoped)
     return [r for r in all_rows if r.state != DELETED and visible(caller, r.scope)]
+
+
+def _pin(params: Mapping[str, str]) -> tuple[str | None, bool]:
+    """``?pinned=<scope>`` (and ``&unscoped=1`` when that connection reads unscoped memories)."""
+    return params.get("pinned") or None, params.get("unscoped") == "1"
 
 
 def routes(parts: Parts) -> list[BaseRoute]:
     """``GET /admin/memories`` and ``GET /admin/memories/{id}`` (``?pinned=<scope>`` for a connection
-    pinned to a scope), ``POST /admin/memories/{id}/delete``."""
+    pinned to a scope, ``&unscoped=1`` if it reads unscoped memories), ``POST
+    /admin/memories/{id}/delete``."""
 
     @refusing
     async def list_memories(request: Request) -> Response:
         query = parse_query(request.query_params)
-        everything = seen_by(rows(parts.workspace), request.query_params.get("pinned") or None)
+        everything = seen_by(rows(parts.workspace), *_pin(request.query_params))
         page, total = select(everything, query)
         items = [{**asdict(r), "text": r.text[:PREVIEW]} for r in page]
         facets = {
@@ -218,8 +224,7 @@ def routes(parts: Parts) -> list[BaseRoute]:
     @refusing
     async def one(request: Request) -> Response:
         memory_id = request.path_params["memory_id"]
-        pinned = request.query_params.get("pinned") or None
-        found = [r for r in seen_by(rows(parts.workspace), pinned) if r.id == memory_id]
+        found = [r for r in seen_by(rows(parts.workspace), *_pin(request.query_params)) if r.id == memory_id]
         if not found:
             raise NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
         return JSONResponse({"item": asdict(found[0])})

@@ -27,7 +27,7 @@ from engine.recall.query import Query, names_person, parse_query, quote, without
 from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
-from engine.scope import Caller, read_scope, shown
+from engine.scope import Caller, Limit, read_scope, shown
 from engine.settings import Loaded
 
 log = logging.getLogger("almanac.engine.recall")
@@ -150,12 +150,13 @@ class Recall:
     ) -> Searched:
         """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
         query = parse_query(text)
-        return self._search(query, scope, include_archived, limit, qvec, self._known_names(query))
+        within = None if scope is None else Limit(scope)
+        return self._search(query, within, include_archived, limit, qvec, self._known_names(query))
 
     def _search(
         self,
         query: Query,
-        scope: str | None,
+        scope: Limit | None,
         include_archived: bool,
         limit: int | None,
         qvec: QVec | Callable[[], QVec],
@@ -205,7 +206,7 @@ class Recall:
         self,
         query: Query,
         qvec: np.ndarray[Any, Any] | None,
-        scope: str | None,
+        scope: Limit | None,
         keyword: list[tuple[int, float]] | None = None,
     ) -> list[FactHit]:
         """The best-matching current facts (newest first without a query), scope rule applied.
@@ -235,7 +236,8 @@ class Recall:
                 )
                 found.append(FactHit(row, s.score, confidence(lex, s.cosine)))
         if scope is not None:
-            twins = self.db.facts_by_memory(counterparts([h.row for h in found], scope))
+            rows = [h.row for h in found]
+            twins = self.db.facts_by_memory(counterparts(rows, scope.scope)) if scope.unscoped else {}
             found = scope_rule(found, scope, twins)
         return found[:limit]
 
@@ -255,7 +257,7 @@ class Recall:
     ) -> dict[str, Any]:
         settings = self.settings
         started = time.perf_counter()
-        scope = read_scope(caller, scope)
+        limit = read_scope(caller, scope)
         budget = settings.max_tokens_default if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int):
             raise InvalidInput("max_tokens must be a whole number of tokens")
@@ -269,8 +271,8 @@ class Recall:
         known = self._known_names(parsed)
         qvec = self._start_embedding(parsed, known)
         fact_keywords = self.fact_keywords(parsed)  # needs no vector: searched while it is made
-        searched = self._search(parsed, scope, archived, None, qvec, known)
-        facts = self.facts(parsed, qvec(), scope, fact_keywords)
+        searched = self._search(parsed, limit, archived, None, qvec, known)
+        facts = self.facts(parsed, qvec(), limit, fact_keywords)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
         if not parsed.empty and not relevant:
@@ -317,7 +319,7 @@ class Recall:
             self.ageing.after_context(
                 reply,
                 query=query,
-                scope=scope,
+                scope=None if limit is None else limit.scope,
                 latency_ms=(time.perf_counter() - started) * 1000,
                 source=None if caller.connection_id else caller.connection or caller.client_name,
                 connection_id=caller.connection_id,

@@ -3,7 +3,8 @@
 Asked with a scope, recall sees that scope's memories plus unscoped ones. When both a scoped and
 an unscoped fact exist for the same subject + predicate, the scoped one wins: the unscoped value
 is left out and the winner says so in ``scope_note``. Without a scope every scope is seen and
-nothing is replaced.
+nothing is replaced. A limit without unscoped memories (a pinned connection that does not read
+them) sees its scope's facts alone and is told nothing about unscoped ones.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from engine.index.schema import FactRow
-from engine.scope import within
+from engine.scope import Limit, within
 from engine.store.ids import fact_id
 
 
@@ -33,10 +34,13 @@ def counterparts(rows: Sequence[FactRow], scope: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def scope_rule(found: Sequence[FactHit], scope: str | None, twins: Mapping[str, FactRow]) -> list[FactHit]:
+def scope_rule(found: Sequence[FactHit], limit: Limit | None, twins: Mapping[str, FactRow]) -> list[FactHit]:
     """``found`` with unscoped facts replaced by their scoped twin (``twins``: rows by id)."""
-    if scope is None:
+    if limit is None:
         return list(found)
+    if not limit.unscoped:
+        return [hit for hit in found if hit.row.scope == limit.scope]
+    scope = limit.scope
     note = f"the value for scope {scope} wins over the unscoped one"
     out: list[FactHit] = []
     seen: set[str] = set()
@@ -48,7 +52,7 @@ def scope_rule(found: Sequence[FactHit], scope: str | None, twins: Mapping[str, 
             hit = replace(hit, row=scoped, scope_note=note)
         elif row.scope == scope and unscoped is not None:
             hit = replace(hit, scope_note=note)
-        elif not within(scope, row.scope):
+        elif not within(limit, row.scope):
             continue
         if hit.row.memory not in seen:
             seen.add(hit.row.memory)

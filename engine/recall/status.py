@@ -12,7 +12,7 @@ from engine.ageing.citations import FOLDING, JOURNAL
 from engine.ageing.retrieval_log import LOG, ROTATED
 from engine.index.indexer import CACHE_DIR, INDEX_DIR
 from engine.recall.context import Recall
-from engine.scope import Caller, within
+from engine.scope import Caller, pinned_limit, within
 from engine.store.model import State
 from engine.store.workspace import RETIRED, FileProblem
 
@@ -40,7 +40,7 @@ def _bytes(root: Path, skip: tuple[str, ...] = (), files: tuple[str, ...] = ()) 
 def memory_status(recall: Recall, caller: Caller) -> dict[str, Any]:
     indexer = recall.indexer
     ws = indexer.ws
-    limit = caller.pinned_scope
+    limit = pinned_limit(caller)
     with ws.lock:
         counts: dict[str, dict[str, int]] = {
             kind: {s.value: 0 for s in State} for kind in ("fact", "note", "log")

@@ -19,6 +19,7 @@ HEADER_CONNECTION = "x-almanac-connection"
 HEADER_CONNECTION_ID = "x-almanac-connection-id"
 HEADER_READ_ONLY = "x-almanac-read-only"
 HEADER_SCOPE = "x-almanac-scope"
+HEADER_UNSCOPED = "x-almanac-scope-unscoped"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Identity:
     read_only: bool = False
     pinned_scope: str | None = None
     connection_id: str | None = None  # the gateway's stable id (a name may change or repeat)
+    reads_unscoped: bool = False  # pinned: also reads unscoped memories (only when the gateway says 1)
 
 
 def identity_of(headers: Mapping[str, str] | None) -> Identity:
@@ -39,6 +41,7 @@ def identity_of(headers: Mapping[str, str] | None) -> Identity:
         read_only=headers.get(HEADER_READ_ONLY) == "1",
         pinned_scope=headers.get(HEADER_SCOPE) or None,
         connection_id=headers.get(HEADER_CONNECTION_ID) or None,
+        reads_unscoped=headers.get(HEADER_UNSCOPED) == "1",
     )
 
 
@@ -51,7 +54,7 @@ def listed(identity: Identity, tools: list[dict[str, Any]]) -> list[dict[str, An
     seen = [tool for tool in tools if may_call(identity, str(tool.get("name")))]
     if identity.pinned_scope is None:
         return seen
-    note = pinned_note(identity.pinned_scope)
+    note = pinned_note(identity.pinned_scope, unscoped=identity.reads_unscoped)
     return [{**tool, "description": f"{tool.get('description') or ''}{note}"} for tool in seen]
 
 

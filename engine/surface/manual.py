@@ -78,11 +78,12 @@ MEMORY_STATUS = (
 )
 
 
-def pinned_note(scope: str) -> str:
+def pinned_note(scope: str, *, unscoped: bool) -> str:
     """What a connection pinned to ``scope`` is told in every tool's description."""
+    reads = "it plus unscoped memories" if unscoped else "only it"
     return (
-        f"\nThis connection is pinned to scope '{scope}': writes land in it; reads see it plus "
-        "unscoped memories; a scope argument may only name it."
+        f"\nThis connection is pinned to scope '{scope}': writes, retires and restores only in it; "
+        f"reads see {reads}; a scope argument may only name it."
     )
 
 

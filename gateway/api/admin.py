@@ -2,9 +2,9 @@
 
 Each :class:`AdminOperation` mirrors one call of the engine's ``/admin`` surface (through
 :mod:`gateway.engines.admin`), with bearer auth exactly like ``/mcp``: a read-only connection may
-read but not change (``read_only``), a connection pinned to a scope sees only that scope and
-unscoped memories. Add one with one entry in :data:`ADMIN_OPERATIONS`; the OpenAPI document and the
-routes pick it up.
+read but not change (``read_only``), a connection pinned to a scope sees only that scope (and
+unscoped memories if the owner chose so for it). Add one with one entry in
+:data:`ADMIN_OPERATIONS`; the OpenAPI document and the routes pick it up.
 """
 
 from __future__ import annotations
@@ -99,17 +99,23 @@ class AdminOperation:
         return ("id",) if "{id}" in self.path else ()
 
 
+def pin_params(who: Principal) -> dict[str, str]:
+    """The query that narrows a listing to what a pinned connection reads (empty when not pinned)."""
+    if who.scope is None:
+        return {}
+    return {"pinned": who.scope, "unscoped": "1" if who.reads_unscoped else "0"}
+
+
 async def _list(
     client: httpx.AsyncClient, who: Principal, path: Mapping[str, str], query: Mapping[str, str]
 ) -> dict[str, Any] | ToolRefusal:
-    params = dict(query) | ({"pinned": who.scope} if who.scope else {})
-    return await engine_admin.list_memories(client, params)
+    return await engine_admin.list_memories(client, dict(query) | pin_params(who))
 
 
 async def _one(
     client: httpx.AsyncClient, who: Principal, path: Mapping[str, str], query: Mapping[str, str]
 ) -> dict[str, Any] | ToolRefusal:
-    return await engine_admin.memory_item(client, path["id"], who.scope)
+    return await engine_admin.memory_item(client, path["id"], pin_params(who))
 
 
 OWNER_ONLY = (

@@ -126,6 +126,10 @@ CONNECTION = {
         "client": _TEXT_OR_NULL,
         "read_only": {"type": "boolean"},
         "scope": _TEXT_OR_NULL,
+        "reads_unscoped": {
+            "type": "boolean",
+            "description": "Pinned (scope set): whether it also reads unscoped memories; false otherwise",
+        },
         "created_at": {"type": "string"},
         "last_used_at": _TEXT_OR_NULL,
         "revoked_at": _TEXT_OR_NULL,
@@ -142,6 +146,7 @@ def connection_json(c: Connection) -> dict[str, Any]:
         "client": c.client_name or c.client_id,
         "read_only": c.read_only,
         "scope": c.scope,
+        "reads_unscoped": c.reads_unscoped,
         "created_at": c.created_at,
         "last_used_at": c.last_used_at,
         "revoked_at": c.revoked_at,

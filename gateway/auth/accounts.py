@@ -10,11 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from gateway.errors import InvalidPassword
-
 SignupMode = Literal["open", "invite", "closed"]
-MIN_PASSWORD = 10
-MAX_PASSWORD = 1024
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -55,16 +51,6 @@ def throttled(policy: ThrottlePolicy, *, account_failures: int, address_failures
     if address_failures >= policy.per_address:
         return "address"
     return None
-
-
-def check_new_password(password: str, confirm: str) -> str:
-    if password != confirm:
-        raise InvalidPassword("the two passwords differ; type the same password twice")
-    if len(password) < MIN_PASSWORD:
-        raise InvalidPassword(f"choose a password of at least {MIN_PASSWORD} characters")
-    if len(password) > MAX_PASSWORD:
-        raise InvalidPassword(f"choose a password of at most {MAX_PASSWORD} characters")
-    return password
 
 
 def safe_next(candidate: str | None, default: str = "/") -> str:

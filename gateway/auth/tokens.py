@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.errors import InvalidEmail, InvalidName, InvalidScope
+from gateway.errors import BadRequest, InvalidEmail, InvalidName, InvalidScope
 
 TokenKind = Literal["pat", "access", "refresh"]
 
@@ -57,6 +57,23 @@ def validate_scope(label: str) -> str:
             "(at most 64 characters, starting with a letter or digit, no '..'), e.g. project:fjord"
         )
     return label
+
+
+#: What a pinned connection reads, as the consent and token forms send it (field ``reads``).
+READS_SCOPE_ONLY, READS_UNSCOPED_TOO = "scope", "unscoped"
+
+
+def reads_unscoped(choice: str | None) -> bool:
+    """The ``reads`` field of the consent and token forms: ``scope`` (this scope only, also when the
+    field is absent) or ``unscoped`` (this scope and unscoped memories)."""
+    if choice in (None, "", READS_SCOPE_ONLY):
+        return False
+    if choice == READS_UNSCOPED_TOO:
+        return True
+    raise BadRequest(
+        f"what a pinned connection reads must be {READS_SCOPE_ONLY!r} (this scope only) or "
+        f"{READS_UNSCOPED_TOO!r} (this scope and unscoped memories), not {choice!r}"
+    )
 
 
 def validate_email(email: str) -> str:

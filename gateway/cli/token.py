@@ -11,6 +11,7 @@ import click
 
 from gateway.cli.common import config_option, control_plane, data_dir_option, reports_errors
 from gateway.control.store import DEFAULT_WORKSPACE, Connection
+from gateway.errors import BadRequest
 
 
 @click.group()
@@ -29,7 +30,17 @@ def token() -> None:
     help="Which of the owner's workspaces the token opens.",
 )
 @click.option("--read-only", is_flag=True, help="The token can read but never write.")
-@click.option("--scope", default=None, help="Pin the token to one scope label, e.g. project:fjord.")
+@click.option(
+    "--scope",
+    default=None,
+    help="Pin the token to one scope label, e.g. project:fjord: it writes, retires and restores only "
+    "there, and reads only there unless --reads-unscoped.",
+)
+@click.option(
+    "--reads-unscoped",
+    is_flag=True,
+    help="With --scope: the token also reads unscoped memories (default: this scope only).",
+)
 @data_dir_option
 @config_option
 @reports_errors
@@ -39,14 +50,19 @@ def token_create(
     workspace_name: str,
     read_only: bool,
     scope: str | None,
+    reads_unscoped: bool,
     data_dir: Path | None,
     config_file: Path | None,
 ) -> None:
     """Create a token and print it (only it) on stdout. It is shown once and stored as a hash."""
+    if reads_unscoped and scope is None:
+        raise BadRequest("--reads-unscoped needs --scope: a token without a scope reads everything anyway")
     with control_plane(config_file, data_dir) as store:
         found = store.owner_by_email(email)
         ws = store.workspace_by_name(found.id, workspace_name)
-        connection, secret = store.create_pat(found.id, ws.id, name, read_only=read_only, scope=scope)
+        connection, secret = store.create_pat(
+            found.id, ws.id, name, read_only=read_only, scope=scope, reads_unscoped=reads_unscoped
+        )
     click.echo(secret)
     click.echo(
         f"token {connection.name!r} ({connection.id}) for workspace {ws.name!r}; it will not be shown again",
@@ -63,6 +79,9 @@ def token_create(
 def token_list(email: str, include_revoked: bool, data_dir: Path | None, config_file: Path | None) -> None:
     """List connections: id, name, workspace, access, scope, prefix, created, last used, revoked, kind.
 
+    A pinned scope is shown as `project:fjord` (reads that scope only) or `project:fjord+unscoped`
+    (reads unscoped memories too).
+
     kind is pat (a personal access token) or oauth (a client that signed in, which has no prefix)."""
     with control_plane(config_file, data_dir) as store:
         rows = store.connections(store.owner_by_email(email).id, include_revoked=include_revoked)
@@ -77,7 +96,7 @@ def connection_fields(c: Connection) -> list[str]:
         c.name,
         c.workspace_name,
         "read-only" if c.read_only else "read-write",
-        c.scope or "-",
+        "-" if c.scope is None else c.scope + ("+unscoped" if c.reads_unscoped else ""),
         (c.token_prefix or "-") + "…",
         c.created_at,
         c.last_used_at or "-",

@@ -103,6 +103,7 @@ def caller_of(headers: httpx.Headers, workspace_id: str) -> Principal:
         connection_name=name,
         read_only=headers.get("x-almanac-read-only") == "1",
         scope=headers.get("x-almanac-scope"),
+        reads_unscoped=headers.get("x-almanac-scope-unscoped") == "1",
     )
 
 

@@ -62,6 +62,7 @@ def decode_principal(encoded: str) -> Principal:
             read_only=bool(fields["read_only"]),
             scope=None if fields["scope"] is None else str(fields["scope"]),
             resource=None if fields.get("resource") is None else str(fields["resource"]),
+            reads_unscoped=fields.get("reads_unscoped") is True,
         )
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise SignatureInvalid("the forwarded principal is not readable") from exc

@@ -119,6 +119,7 @@ class ErasureQueries:
             delete("connections", "DELETE FROM connections WHERE owner_id = ?", (owner_id,))
             delete("sessions", "DELETE FROM sessions WHERE owner_id = ?", (owner_id,))
             delete("identities", "DELETE FROM owner_identities WHERE owner_id = ?", (owner_id,))
+            self._db.execute("DELETE FROM password_resets WHERE owner_id = ?", (owner_id,))
             delete(
                 "placements",
                 "DELETE FROM placements WHERE workspace_id IN (SELECT id FROM workspaces WHERE owner_id = ?)",

@@ -47,6 +47,7 @@ class ConsentChoice:
     name: str
     read_only: bool
     scope: str | None
+    reads_unscoped: bool = False  # pinned: it also reads unscoped memories
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,8 @@ class OAuthQueries:
             self._db.execute(
                 "INSERT INTO oauth_codes (code_hash, client_id, owner_id, workspace_id, name, read_only, "
                 "scope, redirect_uri, redirect_explicit, code_challenge, resource, scopes, created_at, "
-                "expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "expires_at, reads_unscoped) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tokens.hash_token(code),
                     client_id,
@@ -222,6 +223,7 @@ class OAuthQueries:
                     " ".join(scopes),
                     iso(now),
                     iso(now + ttl),
+                    int(choice.reads_unscoped and choice.scope is not None),
                 ),
             )
             self._db.execute(
@@ -234,19 +236,23 @@ class OAuthQueries:
                 "scope": choice.scope,
                 "redirect_uri": redirect_uri,
             }
+            if choice.scope is not None:
+                detail["reads_unscoped"] = choice.reads_unscoped
             self._audit("oauth.grant", choice.owner_id, choice.workspace_id, None, remote, detail)
         return code
 
     def code(self, code: str) -> CodeRecord | None:
         row = self._db.execute(
             "SELECT client_id, owner_id, workspace_id, name, read_only, scope, redirect_uri, "
-            "redirect_explicit, code_challenge, resource, scopes, expires_at, used_at "
+            "redirect_explicit, code_challenge, resource, scopes, expires_at, used_at, reads_unscoped "
             "FROM oauth_codes WHERE code_hash = ?",
             (tokens.hash_token(code),),
         ).fetchone()
         if row is None:
             return None
-        choice = ConsentChoice(str(row[1]), str(row[2]), str(row[3]), bool(row[4]), _opt(row[5]))
+        choice = ConsentChoice(
+            str(row[1]), str(row[2]), str(row[3]), bool(row[4]), _opt(row[5]), bool(row[13])
+        )
         return CodeRecord(
             client_id=str(row[0]),
             choice=choice,
@@ -268,7 +274,7 @@ class OAuthQueries:
         with self._db.transaction():
             row = self._db.execute(
                 "SELECT client_id, owner_id, workspace_id, name, read_only, scope, resource, used_at, "
-                "connection_id FROM oauth_codes WHERE code_hash = ?",
+                "connection_id, reads_unscoped FROM oauth_codes WHERE code_hash = ?",
                 (code_hash,),
             ).fetchone()
             if row is None:
@@ -302,8 +308,19 @@ class OAuthQueries:
         connection_id = tokens.new_id("con")
         self._db.execute(
             "INSERT INTO connections (id, owner_id, workspace_id, name, kind, client_id, read_only, scope, "
-            "created_at, resource) VALUES (?, ?, ?, ?, 'oauth', ?, ?, ?, ?, ?)",
-            (connection_id, owner_id, workspace_id, name, client_id, row[4], row[5], iso(now), row[6]),
+            "created_at, resource, reads_unscoped) VALUES (?, ?, ?, ?, 'oauth', ?, ?, ?, ?, ?, ?)",
+            (
+                connection_id,
+                owner_id,
+                workspace_id,
+                name,
+                client_id,
+                row[4],
+                row[5],
+                iso(now),
+                row[6],
+                row[9],
+            ),
         )
         self._db.execute(
             "UPDATE oauth_codes SET connection_id = ? WHERE code_hash = ?", (connection_id, code_hash)

@@ -29,6 +29,7 @@ from gateway.control.migrate import load_migrations, migrate
 from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
+from gateway.control.passwords import PasswordQueries
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
@@ -67,6 +68,7 @@ class Connection:
     token_prefix: str | None
     client_id: str | None = None  # an OAuth connection's client
     client_name: str | None = None  # that client's own name (its metadata's client_name), if it gave one
+    reads_unscoped: bool = False  # pinned (scope set): it also reads unscoped memories
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class Principal:
     read_only: bool
     scope: str | None
     resource: str | None = None  # an OAuth grant's RFC 8707 resource; None for a PAT
+    reads_unscoped: bool = False  # pinned (scope set): it also reads unscoped memories
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ SELECT c.id, c.owner_id, c.workspace_id, w.name, c.name, c.kind, c.read_only, c.
        c.last_used_at, c.revoked_at,
        (SELECT t.prefix FROM tokens t WHERE t.connection_id = c.id AND t.kind = 'pat' LIMIT 1),
        c.client_id,
-       (SELECT k.metadata FROM oauth_clients k WHERE k.client_id = c.client_id)
+       (SELECT k.metadata FROM oauth_clients k WHERE k.client_id = c.client_id),
+       c.reads_unscoped
 FROM connections c JOIN workspaces w ON w.id = c.workspace_id
 """
 
@@ -120,6 +124,7 @@ def _connection(row: tuple[object, ...]) -> Connection:
         token_prefix=None if row[11] is None else str(row[11]),
         client_id=None if row[12] is None else str(row[12]),
         client_name=_client_name(row[13]),
+        reads_unscoped=row[7] is not None and bool(row[14]),
     )
 
 
@@ -131,7 +136,9 @@ def _client_name(metadata: object) -> str | None:
     return None if name is None else str(name)
 
 
-class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries, LostQueries):
+class ControlPlane(
+    AccountQueries, PasswordQueries, OAuthQueries, ErasureQueries, NodeQueries, MoveQueries, LostQueries
+):
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -296,21 +303,33 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, Mo
         *,
         read_only: bool = False,
         scope: str | None = None,
+        reads_unscoped: bool = False,
         remote: str | None = None,
     ) -> tuple[Connection, str]:
         """A personal access token: a ``pat`` connection plus its one token. The secret is returned
-        once, here, and never stored."""
+        once, here, and never stored. ``reads_unscoped``: a pinned token also reads unscoped memories
+        (ignored without ``scope``)."""
         name = tokens.validate_name(name, what="token")
         if scope is not None:
             scope = tokens.validate_scope(scope)
+        reads_unscoped = reads_unscoped and scope is not None
         minted = tokens.mint("pat")
         connection_id, now = tokens.new_id("con"), utcnow()
         try:
             with self._db.transaction():
                 self._db.execute(
                     "INSERT INTO connections (id, owner_id, workspace_id, name, kind, read_only, scope, "
-                    "created_at) VALUES (?, ?, ?, ?, 'pat', ?, ?, ?)",
-                    (connection_id, owner_id, workspace_id, name, int(read_only), scope, now),
+                    "reads_unscoped, created_at) VALUES (?, ?, ?, ?, 'pat', ?, ?, ?, ?)",
+                    (
+                        connection_id,
+                        owner_id,
+                        workspace_id,
+                        name,
+                        int(read_only),
+                        scope,
+                        int(reads_unscoped),
+                        now,
+                    ),
                 )
                 self._db.execute(
                     "INSERT INTO tokens (id, connection_id, kind, token_hash, prefix, created_at) "
@@ -318,6 +337,8 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, Mo
                     (tokens.new_id("tok"), connection_id, minted.token_hash, minted.prefix, now),
                 )
                 detail = {"name": name, "read_only": read_only, "scope": scope, "prefix": minted.prefix}
+                if scope is not None:
+                    detail["reads_unscoped"] = reads_unscoped
                 self._audit("token.create", owner_id, workspace_id, connection_id, remote, detail)
         except ConstraintViolation as exc:
             raise AlreadyExists(
@@ -361,7 +382,8 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, Mo
             return None
         row = self._db.execute(
             """
-            SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope, c.resource
+            SELECT c.owner_id, c.workspace_id, c.id, c.name, c.read_only, c.scope, c.resource,
+                   c.reads_unscoped
             FROM tokens t
             JOIN connections c ON c.id = t.connection_id
             JOIN owners o ON o.id = c.owner_id
@@ -381,6 +403,7 @@ class ControlPlane(AccountQueries, OAuthQueries, ErasureQueries, NodeQueries, Mo
             read_only=bool(row[4]),
             scope=None if row[5] is None else str(row[5]),
             resource=None if row[6] is None else str(row[6]),
+            reads_unscoped=row[5] is not None and bool(row[7]),
         )
 
     def touch(self, connection_id: str) -> None:

@@ -56,6 +56,7 @@ def identity(principal: Principal) -> RawHeaders:
     ]
     if principal.scope is not None:
         found.append((b"x-almanac-scope", principal.scope.encode("ascii")))
+        found.append((b"x-almanac-scope-unscoped", b"1" if principal.reads_unscoped else b"0"))
     return found
 
 

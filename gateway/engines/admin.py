@@ -125,11 +125,11 @@ async def open_export(client: httpx.AsyncClient) -> httpx.Response:
 
 
 async def memory_item(
-    client: httpx.AsyncClient, memory_id: str, pinned: str | None = None
+    client: httpx.AsyncClient, memory_id: str, pin: dict[str, str] | None = None
 ) -> dict[str, Any] | ToolRefusal:
-    """One memory's listing row, a deleted one's tombstone included (``GET /admin/memories/{id}``)."""
-    params = {"pinned": pinned} if pinned else None
-    return await admin_call(client, "GET", f"/admin/memories/{quote(memory_id, safe='')}", params=params)
+    """One memory's listing row, a deleted one's tombstone included (``GET /admin/memories/{id}``);
+    ``pin``: ``{"pinned": scope, "unscoped": "1" | "0"}`` for a pinned connection asking."""
+    return await admin_call(client, "GET", f"/admin/memories/{quote(memory_id, safe='')}", params=pin or None)
 
 
 async def delete_memory(

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.auth import accounts
+from gateway.auth import accounts, passwords
 from gateway.auth.csrf import check_csrf
 from gateway.auth.passwords import hash_password, verify_password
 from gateway.auth.sessions import (
@@ -92,7 +92,7 @@ def _signup_page(request: Request, status_code: int = 200, **values: Any) -> Res
         status_code=status_code,
         signup=context(request).policy.signup,
         oidc_name=_oidc_name(request),
-        min_password=accounts.MIN_PASSWORD,
+        min_password=passwords.MIN_PASSWORD,
         **values,
     )
 
@@ -216,7 +216,7 @@ async def signup(request: Request) -> Response:
     next_path = accounts.safe_next(_field(form, "next"))
     try:
         email = validate_email(email)
-        password = accounts.check_new_password(_field(form, "password"), _field(form, "confirm"))
+        password = passwords.check_new_password(_field(form, "password"), _field(form, "confirm"))
         if ctx.policy.signup == "invite" and not invite:
             raise BadRequest("sign-up here needs an invite code; ask the operator for one")
         owner = ctx.store.sign_up(

@@ -2,9 +2,10 @@
 
 A connection is a personal access token (kind ``pat``) or an OAuth grant (kind ``oauth``, made
 when a client signed in through the consent page). The page lists the live ones with their
-client, workspace, access, pinned scope, creation and last use, and the recently revoked ones
-below. Revoking (POST + CSRF) takes effect at once: every token of the connection stops working
-on ``/mcp`` and the REST API with the next request. New tokens are made on ``/tokens/new``.
+client, workspace, access, pinned scope (and whether it reads unscoped memories), creation and last
+use, and the recently revoked ones below. Revoking (POST + CSRF) takes effect at once: every
+token of the connection stops working on ``/mcp`` and the REST API with the next request. New
+tokens are made on ``/tokens/new``.
 
 :func:`rows` is pure (connections → what the table shows); the handlers are thin.
 """
@@ -25,6 +26,8 @@ from gateway.errors import TokenNotFound
 from gateway.web.render import render
 
 KINDS = {"pat": "Token", "oauth": "OAuth"}  # a personal access token; a client that signed in
+#: What a pinned connection reads, as the Pinned scope column says it (by ``reads_unscoped``).
+READS = {False: "this scope only", True: "this scope and unscoped memories"}
 #: How many revoked connections the page shows (newest first).
 REVOKED_SHOWN = 20
 
@@ -40,6 +43,7 @@ class Row:
     workspace: str
     access: str  # "read-only" | "read-write"
     scope: str | None
+    reads: str | None  # pinned: "this scope only" | "this scope and unscoped memories"
     created: str  # "2026-12-01 10:16" (UTC)
     created_iso: str
     last_used: str | None
@@ -65,6 +69,7 @@ def row_of(c: Connection) -> Row:
         workspace=c.workspace_name,
         access="read-only" if c.read_only else "read-write",
         scope=c.scope,
+        reads=None if c.scope is None else READS[c.reads_unscoped],
         created=minute(c.created_at) or "",
         created_iso=c.created_at,
         last_used=minute(c.last_used_at),

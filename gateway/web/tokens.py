@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, context, current, login_redirect, remote_of
+from gateway.auth.tokens import reads_unscoped
 from gateway.errors import GatewayError, WorkspaceNotFound
 from gateway.web.account import mcp_url
 from gateway.web.render import render
@@ -26,6 +27,7 @@ def _page(request: Request, session: Session, status_code: int = 200, **values: 
         "workspace": workspaces[0].name if workspaces else "",
         "scope": "",
         "read_only": False,
+        "reads_unscoped": False,
         "error": None,
         "info": None,
         "token": None,
@@ -55,9 +57,10 @@ async def new_token(request: Request) -> Response:
 
     name, workspace, scope = field("name"), field("workspace"), field("scope")
     read_only = bool(form.get("read_only"))
-    typed = {"name": name, "workspace": workspace, "scope": scope, "read_only": read_only}
+    typed: dict[str, Any] = {"name": name, "workspace": workspace, "scope": scope, "read_only": read_only}
     store = context(request).store
     try:
+        typed["reads_unscoped"] = reads_unscoped(field("reads") or None)
         chosen = next((w for w in store.workspaces(session.owner_id) if w.name == workspace), None)
         if chosen is None:
             raise WorkspaceNotFound(f"no workspace named {workspace!r}; pick one from the list")
@@ -67,6 +70,7 @@ async def new_token(request: Request) -> Response:
             name,
             read_only=read_only,
             scope=scope or None,
+            reads_unscoped=typed["reads_unscoped"],
             remote=remote_of(request),
         )
     except GatewayError as exc:

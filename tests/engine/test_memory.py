@@ -195,11 +195,15 @@ def test_read_only_callers_cannot_write_anything(root: Path, memory: Memory) -> 
     assert memory.retrieve(reader, memory_id=note.id).notes[0].text == "existing"
 
 
-@pytest.mark.req("engine:identity")
-def test_a_pinned_connection_writes_in_its_scope_and_reads_it_plus_unscoped(memory: Memory) -> None:
-    pinned = Caller(connection="fjord bot", pinned_scope="project:fjord")
+@pytest.mark.req("engine:identity", "gw:isolation")
+@pytest.mark.parametrize("unscoped", [False, True], ids=["scope-only", "scope-and-unscoped"])
+def test_a_pinned_connection_writes_in_its_scope_and_reads_unscoped_only_if_chosen(
+    memory: Memory, unscoped: bool
+) -> None:
+    pinned = Caller(connection="fjord bot", pinned_scope="project:fjord", reads_unscoped=unscoped)
     other = memory.remember(ME, "kelp secret", "Kelp", "db", "MySQL", scope="project:kelp")
     shared = memory.remember(ME, "everyone", "Org", "name", "Acme")
+    shared_note = memory.remember(ME, "an unscoped note")
     mine = memory.remember(pinned, "fjord db", "Fjord", "db", "Postgres")
     log = memory.remember_note(pinned, "pinned log")
     assert mine.scope == "project:fjord" and log.scope == "project:fjord"
@@ -207,13 +211,33 @@ def test_a_pinned_connection_writes_in_its_scope_and_reads_it_plus_unscoped(memo
         memory.remember(pinned, "x", scope="project:kelp")
     ids = {f.id for f in memory.retrieve(pinned, predicate="db").facts}
     assert ids == {mine.id}
-    assert memory.retrieve(pinned, subject="Org").facts[0].id == shared.id
+    assert [f.id for f in memory.retrieve(pinned, subject="Org").facts] == ([shared.id] if unscoped else [])
     with pytest.raises(NotFound):
         memory.retrieve(pinned, memory_id=other.id)
     with pytest.raises(NotFound):
         memory.retire(pinned, other.id)
     with pytest.raises(Forbidden):
         memory.retrieve(pinned, subject="Kelp", scope="project:kelp")
+    for memory_id in (shared.id, shared_note.id):
+        if unscoped:
+            assert (
+                memory.retrieve(pinned, memory_id=memory_id).facts
+                or memory.retrieve(pinned, memory_id=memory_id).notes
+            )
+            with pytest.raises(Forbidden, match="only memories of that scope"):
+                memory.retire(pinned, memory_id)
+        else:
+            with pytest.raises(NotFound):
+                memory.retrieve(pinned, memory_id=memory_id)
+            with pytest.raises(NotFound):
+                memory.retire(pinned, memory_id)
+    memory.retire(ME, shared_note.id)  # the owner retires it; the pinned connection cannot restore it
+    with pytest.raises(Forbidden if unscoped else NotFound):
+        memory.restore(pinned, shared_note.id)
+    assert memory.retrieve(ME, memory_id=shared.id).facts[0].current
+    assert memory.retrieve(ME, memory_id=shared_note.id).notes[0].state == "retired"
+    assert memory.retire(pinned, mine.id).action == "retire"  # its own scope: allowed
+    assert memory.restore(pinned, mine.id).action == "restore"
 
 
 @pytest.mark.req("recall:retrieve-memory")

@@ -2,7 +2,8 @@
 
 It shows who is asking (the client's name and where the answer goes) and lets the owner choose
 the connection's name — the authenticated source of everything written through it — which
-workspace it opens, read-only, and an optional pinned scope. Approving sends the browser back to
+workspace it opens, read-only, and an optional pinned scope with what a pinned connection reads
+(this scope only — the default — or this scope and unscoped memories). Approving sends the browser back to
 the client's redirect URI with a code and RFC 9207 ``iss``; denying, with ``access_denied``. The
 form carries a CSRF token; the workspace must be the owner's own.
 """
@@ -82,6 +83,7 @@ async def _page(
         "workspace_id": None,
         "read_only": False,
         "scope": "",
+        "reads_unscoped": False,
         "error": None,
         "info": None,
     }
@@ -123,22 +125,27 @@ async def consent_submit(server: OAuthServer, request: Request) -> Response:
         return _answer(server, request, pending, error="access_denied", error_description="the owner said no")
     name, workspace_id = str(form.get("name", "")), str(form.get("workspace", ""))
     read_only, scope = form.get("read_only") is not None, str(form.get("scope", "")).strip() or None
+    reads = form.get("reads")
     keep = {
         "connection_name": name,
         "workspace_id": workspace_id,
         "read_only": read_only,
         "scope": scope or "",
+        "reads_unscoped": reads == tokens.READS_UNSCOPED_TOO,
     }
     owned = {w.id for w in server.store.workspaces(session.owner_id)}
     try:
         name = tokens.validate_name(name, what="connection")
+        unscoped = tokens.reads_unscoped(reads if isinstance(reads, str) else None)
         if scope is not None:
             scope = tokens.validate_scope(scope)
         if workspace_id not in owned:
             raise BadRequest("choose one of your own workspaces")
     except BadRequest as exc:
         return await _page(server, request, pending, session.owner_id, status=400, error=exc.message, **keep)
-    choice = ConsentChoice(session.owner_id, workspace_id, name, read_only, scope)
+    choice = ConsentChoice(
+        session.owner_id, workspace_id, name, read_only, scope, unscoped and scope is not None
+    )
     params = pending.params
     code = server.store.save_code(
         client_id=pending.client_id,

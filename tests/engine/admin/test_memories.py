@@ -114,12 +114,14 @@ def test_the_socket_serves_the_listing(tmp_path: Path) -> None:
             assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
 
 
-def test_a_pinned_connection_lists_its_scope_and_unscoped_memories_only() -> None:
+@pytest.mark.req("gw:isolation")
+def test_a_pinned_connection_lists_its_scope_and_unscoped_memories_only_if_chosen() -> None:
     all_rows = [
         row(1, scope="project:fjord"),
         row(2, scope="project:kelp"),
         row(3),
         row(4, state="deleted", text="deleted"),
     ]
-    assert [r.id for r in seen_by(all_rows, "project:fjord")] == ["nte_01", "nte_03"]
+    assert [r.id for r in seen_by(all_rows, "project:fjord", True)] == ["nte_01", "nte_03"]
+    assert [r.id for r in seen_by(all_rows, "project:fjord")] == ["nte_01"]
     assert seen_by(all_rows, None) == all_rows

@@ -135,6 +135,7 @@ def test_scope_rules_pinned_connections_retired_and_archived(tmp_path: Path) -> 
         e.memory.save_memory(CALLER, "Fjord", "database", "Postgres")
         e.memory.save_memory(CALLER, "Fjord", "database", "SQLite", scope="project:fjord")
         e.memory.remember(CALLER, "Fjord secret plan for the otter launch", scope="project:otter")
+        e.memory.remember(CALLER, "Fjord harbour map for the otter launch, for every project")
         gone = e.memory.remember(CALLER, "Fjord retired idea about llamas")
         old = e.memory.remember(CALLER, "Fjord archived memo about walruses")
         e.memory.retire(CALLER, gone.id)
@@ -146,10 +147,15 @@ def test_scope_rules_pinned_connections_retired_and_archived(tmp_path: Path) -> 
         assert "project:fjord" in scoped["facts"][0]["scope_note"]
         everywhere = e.recall.get_context(CALLER, "Fjord database")
         assert sorted(f["object"] for f in everywhere["facts"]) == ["Postgres", "SQLite"]
-        pinned = Caller(client_name="t", pinned_scope="project:fjord")
+        pinned = Caller(client_name="t", pinned_scope="project:fjord", reads_unscoped=True)
         seen = e.recall.get_context(pinned, "Fjord otter launch")
         assert all(n["scope"] in (None, "project:fjord") for n in seen["notes"])
+        assert any(n["scope"] is None for n in seen["notes"])
         assert [f["object"] for f in seen["facts"]] == ["SQLite"]
+        narrow = Caller(client_name="t", pinned_scope="project:fjord")  # this scope only
+        seen = e.recall.get_context(narrow, "Fjord otter launch llamas walruses database")
+        assert seen["notes"] == []
+        assert [(f["object"], f.get("scope_note")) for f in seen["facts"]] == [("SQLite", None)]
         ids = [
             n["id"] for n in e.recall.get_context(CALLER, "Fjord llamas walruses", max_tokens=4000)["notes"]
         ]

@@ -14,6 +14,7 @@ from engine.recall.lexical import lexical_score
 from engine.recall.query import parse_query, without_names
 from engine.recall.relevance import confidence, query_confidence
 from engine.recall.scopes import FactHit, scope_rule
+from engine.scope import Limit
 from engine.store.ids import fact_id
 
 NASTY = [
@@ -132,10 +133,16 @@ def test_a_scoped_fact_wins_over_the_unscoped_one_and_says_so() -> None:
     )
     twins = {r.memory: r for r in (plain, scoped, other)}
     found = [FactHit(plain, 2.0, 1.0), FactHit(other, 1.0, 1.0)]
-    out = scope_rule(found, "project:fjord", twins)
+    out = scope_rule(found, Limit("project:fjord"), twins)
     assert [h.row.object for h in out] == ["SQLite"]
     assert out[0].scope_note and "project:fjord" in out[0].scope_note
     assert [h.row.object for h in scope_rule(found, None, twins)] == ["Postgres", "MySQL"]
+    # a pinned connection that does not read unscoped memories: its scope's own facts, no word of others
+    narrow = Limit("project:fjord", unscoped=False)
+    out = scope_rule(
+        [FactHit(plain, 2.0, 1.0), FactHit(scoped, 1.0, 1.0), FactHit(other, 1.0, 1.0)], narrow, {}
+    )
+    assert [(h.row.object, h.scope_note) for h in out] == [("SQLite", None)]
 
 
 @pytest.mark.req("recall:honest-miss")

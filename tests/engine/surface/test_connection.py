@@ -23,6 +23,9 @@ def test_listing_is_narrowed_by_identity() -> None:
     assert [t["description"].split("\n")[0] for t in pinned] == ["Save.", "Read."]
     assert all("pinned to scope 'project:fjord'" in t["description"] for t in pinned)
     assert identity_of({"x-almanac-read-only": "1", "x-almanac-scope": "s"}) == Identity(None, True, "s")
+    wide = {"x-almanac-scope": "s", "x-almanac-scope-unscoped": "1"}
+    assert identity_of(wide) == Identity(None, False, "s", reads_unscoped=True)
+    assert not identity_of({**wide, "x-almanac-scope-unscoped": "yes"}).reads_unscoped  # only "1" widens
 
 
 @pytest.mark.req("engine:surface")
@@ -34,6 +37,7 @@ def test_a_read_only_connection_lists_only_the_read_tools_and_a_pinned_one_is_to
     sock = tmp_path / "e.sock"
     reader = {"X-Almanac-Connection": "viewer", "X-Almanac-Read-Only": "1"}
     pinned = {"X-Almanac-Connection": "fjord-bot", "X-Almanac-Scope": "project:fjord"}
+    wide = {**pinned, "X-Almanac-Scope-Unscoped": "1"}
     with socket_engine(tmp_path / "ws", sock):
 
         async def go() -> dict[str, Any]:
@@ -45,6 +49,8 @@ def test_a_read_only_connection_lists_only_the_read_tools_and_a_pinned_one_is_to
                 out["write"] = await client.call_tool("remember", {"statement": "nope"})
             async with socket_client(sock, pinned, mode=mode) as client:
                 out["pinned"] = (await client.list_tools()).tools
+            async with socket_client(sock, wide, mode=mode) as client:
+                out["wide"] = (await client.list_tools()).tools
             return out
 
         out = anyio.run(go)
@@ -55,9 +61,14 @@ def test_a_read_only_connection_lists_only_the_read_tools_and_a_pinned_one_is_to
     write = out["write"]
     assert write.is_error and "read-only" in write.content[0].text and "[read_only]" in write.content[0].text
     assert {t.name for t in out["pinned"]} == READ_TOOLS | WRITE_TOOLS
+    told = "This connection is pinned to scope 'project:fjord': writes, retires and restores only in it; "
     for tool in out["pinned"]:
         assert tool.description is not None
+        assert tool.description.endswith(told + "reads see only it; a scope argument may only name it."), (
+            tool.name
+        )
+    for tool in out["wide"]:
+        assert tool.description is not None
         assert tool.description.endswith(
-            "This connection is pinned to scope 'project:fjord': writes land in it; reads see it plus "
-            "unscoped memories; a scope argument may only name it."
+            told + "reads see it plus unscoped memories; a scope argument may only name it."
         ), tool.name

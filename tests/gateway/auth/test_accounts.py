@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import accounts
+from gateway.auth import accounts, passwords
 from gateway.errors import InvalidPassword
 
 
@@ -62,8 +62,11 @@ def test_cookies_are_secure_unless_plain_http_on_this_machine(
 
 @pytest.mark.req("gw:signin")
 def test_new_passwords_are_checked() -> None:
-    assert accounts.check_new_password("0123456789", "0123456789") == "0123456789"
+    assert passwords.check_new_password("0123456789", "0123456789") == "0123456789"
     with pytest.raises(InvalidPassword, match="differ"):
-        accounts.check_new_password("0123456789", "0123456788")
+        passwords.check_new_password("0123456789", "0123456788")
     with pytest.raises(InvalidPassword, match="at least 10"):
-        accounts.check_new_password("short", "short")
+        passwords.check_new_password("short", "short")
+    with pytest.raises(InvalidPassword, match="at most 1024"):
+        passwords.check_password("x" * 1025)
+    assert passwords.check_password("x" * 1024) == "x" * 1024

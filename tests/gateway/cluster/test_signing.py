@@ -83,9 +83,19 @@ def test_the_principal_cannot_be_swapped_under_a_valid_signature() -> None:
     read_only=st.booleans(),
     scope=st.none() | st.text(min_size=1, max_size=20),
     resource=st.none() | st.text(max_size=30),
+    reads_unscoped=st.booleans(),
 )
 def test_every_principal_survives_the_trip(
-    connection_name: str, read_only: bool, scope: str | None, resource: str | None
+    connection_name: str, read_only: bool, scope: str | None, resource: str | None, reads_unscoped: bool
 ) -> None:
-    who = Principal("o", "w", "c", connection_name, read_only=read_only, scope=scope, resource=resource)
+    who = Principal(
+        "o",
+        "w",
+        "c",
+        connection_name,
+        read_only=read_only,
+        scope=scope,
+        resource=resource,
+        reads_unscoped=reads_unscoped,
+    )
     assert _verify(_signed(principal=who)) == who

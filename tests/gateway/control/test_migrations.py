@@ -218,3 +218,24 @@ def test_gateways_starting_together_on_postgresql_apply_each_migration_once(post
     finally:
         for db in dbs:
             db.close()
+
+
+@pytest.mark.req("gw:migrations", "gw:isolation")
+def test_connections_pinned_before_0008_read_their_scope_only(db: Database) -> None:
+    """The safe default: a pin made when the pages promised "only memories in this scope" keeps it."""
+    shipped = load_migrations(dialect=db.dialect)
+    migrate(db, [m for m in shipped if m.version < 8])
+    db.execute("INSERT INTO owners (id, email, created_at) VALUES ('own_1', 'a@b.co', 'now')")
+    db.execute(
+        "INSERT INTO workspaces (id, owner_id, name, created_at) VALUES ('ws_1', 'own_1', 'default', 'now')"
+    )
+    for cid, scope in (("con_pinned", "project:a"), ("con_free", None)):
+        db.execute(
+            "INSERT INTO connections (id, owner_id, workspace_id, name, kind, read_only, scope, created_at) "
+            "VALUES (?, 'own_1', 'ws_1', ?, 'pat', 0, ?, 'now')",
+            (cid, cid, scope),
+        )
+    assert 8 in migrate(db, shipped)
+    rows = db.execute("SELECT id, scope, reads_unscoped FROM connections ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [("con_free", None, 0), ("con_pinned", "project:a", 0)]
+    assert db.execute("SELECT count(*) FROM password_resets").fetchone() == (0,)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gateway.control.store import Principal
@@ -33,11 +35,18 @@ def test_only_allowlisted_headers_go_upstream_and_identity_is_added() -> None:
     assert out[b"x-almanac-connection"] == b"Claude%20Code%20on%20laptop"
     assert out[b"x-almanac-read-only"] == b"1"
     assert out[b"x-almanac-scope"] == b"project:fjord"
+    assert out[b"x-almanac-scope-unscoped"] == b"0"  # a pin reads its scope only unless chosen
+    wide = dict(
+        hdr.upstream_request([(b"x-almanac-scope-unscoped", b"0")], replace(ADA, reads_unscoped=True))
+    )
+    assert wide[b"x-almanac-scope-unscoped"] == b"1"
+    forged = hdr.upstream_request([(b"X-Almanac-Scope-Unscoped", b"1")], ADA)
+    assert [v for k, v in forged if k.lower() == b"x-almanac-scope-unscoped"] == [b"0"]
     assert [k for k, _ in hdr.upstream_request(incoming, ADA)].count(b"x-almanac-read-only") == 1
     plain = Principal("own_1", "ws_1", "con_2", "Zoë's ☕ agent", read_only=False, scope=None)
     out = dict(hdr.upstream_request([], plain))
     assert out[b"x-almanac-connection"] == b"Zo%C3%AB%27s%20%E2%98%95%20agent"
-    assert b"x-almanac-scope" not in out
+    assert b"x-almanac-scope" not in out and b"x-almanac-scope-unscoped" not in out
 
 
 @pytest.mark.req("gw:route")

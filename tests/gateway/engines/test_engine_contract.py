@@ -56,15 +56,23 @@ def test_the_engine_reads_the_spares_assignment_line(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(("read_only", "scope"), [(True, "project:fjord"), (False, None)])
-def test_the_engine_reads_the_identity_the_gateway_sends(read_only: bool, scope: str | None) -> None:
-    principal = Principal("own_1", "ws_1", "con_1", "Claude Code — laptop/ä", read_only, scope)
+@pytest.mark.parametrize(
+    ("read_only", "scope", "unscoped"),
+    [(True, "project:fjord", False), (False, "project:fjord", True), (False, None, False)],
+)
+def test_the_engine_reads_the_identity_the_gateway_sends(
+    read_only: bool, scope: str | None, unscoped: bool
+) -> None:
+    principal = Principal(
+        "own_1", "ws_1", "con_1", "Claude Code — laptop/ä", read_only, scope, reads_unscoped=unscoped
+    )
     sent = identity(principal)
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in sent}
     caller = identity_of(headers)
     assert caller.connection == principal.connection_name
     assert caller.read_only is read_only
     assert caller.pinned_scope == scope
+    assert caller.reads_unscoped is unscoped
     assert {HEADER_CONNECTION, HEADER_READ_ONLY} <= set(headers)
     assert (HEADER_SCOPE in headers) is (scope is not None)  # sent only when the connection is pinned
 

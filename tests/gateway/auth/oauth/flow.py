@@ -72,9 +72,13 @@ async def approve(
     workspace: str = "default",
     read_only: bool = False,
     scope: str = "",
+    reads: str | None = None,
+    seen: list[str] | None = None,
 ) -> str:
     """Open an authorization URL in a 'browser' (signing in if asked), approve the consent page
-    with these choices, and return where the browser is sent back to (the client's redirect URI)."""
+    with these choices (``reads``: what a pinned connection reads, ``scope`` or ``unscoped``; None
+    sends no choice), and return where the browser is sent back to (the client's redirect URI).
+    ``seen`` collects the consent page's HTML."""
     response = await browser.get(authorize_url)
     assert response.status_code == 302, response.text
     consent_url = urljoin(authorize_url, response.headers["location"])
@@ -84,6 +88,8 @@ async def approve(
         back = await sign_in(browser, login_url, email, password)
         page = await browser.get(urljoin(consent_url, back.headers["location"]))
     assert page.status_code == 200, page.text
+    if seen is not None:
+        seen.append(page.text)
     workspaces = {label.strip(): value for value, label in _OPTION.findall(page.text)}
     form = {
         "csrf_token": field(_CSRF, page.text),
@@ -95,6 +101,8 @@ async def approve(
     }
     if read_only:
         form["read_only"] = "1"
+    if reads is not None:
+        form["reads"] = reads
     answer = await browser.post(urljoin(consent_url, "/consent"), data=form)
     assert answer.status_code == 303, answer.text
     return str(answer.headers["location"])
