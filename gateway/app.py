@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway import layout
 from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
+from gateway.auth.limits import AddressLimits
 from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
@@ -102,6 +103,7 @@ def account_policy(settings: Settings) -> AccountPolicy:
         throttle=ThrottlePolicy(
             per_account=settings.login_max_failures,
             per_address=settings.login_max_failures_per_address,
+            per_account_total=settings.login_max_failures_per_account,
             window=settings.login_throttle_window,
         ),
         public_url=settings.public_url.rstrip("/") if settings.public_url else None,
@@ -178,6 +180,7 @@ def oauth_config(settings: Settings) -> OAuthConfig:
         ),
         code_ttl=settings.oauth_code_ttl,
         unused_client_ttl=settings.oauth_unused_client_ttl,
+        max_unused_clients=settings.oauth_max_unused_clients,
         cimd=CimdPolicy(
             timeout=settings.oauth_cimd_timeout,
             max_bytes=settings.oauth_cimd_max_bytes,
@@ -250,7 +253,16 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     link = cluster_link(settings, parts, node, clock)
     moves = None if link is None else MoveEndpoints(link, parts.supervisor, parts.store, clock=clock)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
-    oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock)
+    public_limits = AddressLimits(
+        {
+            "register": settings.register_rate_limit,
+            "token": settings.token_rate_limit,
+            "signin": settings.signin_rate_limit,
+            "authorize": settings.authorize_rate_limit,
+        },
+        clock=clock,
+    )
+    oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock, public_limits)
     store = parts.store
     principals = PrincipalCache(lambda secret, now: store.authenticate(secret, now=iso(now)), clock=clock)
     proxy = McpProxy(
@@ -403,5 +415,5 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     )
     app.state.components = parts
     app.state.principals = principals
-    app.state.accounts = AccountContext(parts.store, parts.accounts)
+    app.state.accounts = AccountContext(parts.store, parts.accounts, public_limits)
     return app

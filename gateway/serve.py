@@ -165,5 +165,9 @@ def run(settings: Settings) -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE),
+        # the client address (per-address limits, audit) is the peer's, unless a proxy the
+        # operator named forwards it (``X-Forwarded-For``); never uvicorn's own default
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies),
     )
     _Server(config).run(sockets=[sock])

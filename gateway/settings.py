@@ -63,6 +63,11 @@ class Settings:
     import_max_bytes: int = field(default=64 * 1024 * 1024, metadata={"min": 1024})
     rate_limit_per_second: float = field(default=20.0, metadata={"min": 0.01})
     rate_limit_burst: int = field(default=60, metadata={"min": 1})
+    trusted_proxies: tuple[str, ...] = ()  # addresses/networks whose X-Forwarded-For is believed
+    register_rate_limit: int = field(default=10, metadata={"min": 1})  # per address, a minute
+    token_rate_limit: int = field(default=60, metadata={"min": 1})
+    signin_rate_limit: int = field(default=20, metadata={"min": 1})
+    authorize_rate_limit: int = field(default=60, metadata={"min": 1})
     # engines
     engine_command: tuple[str, ...] = ()
     engine_settings_file: Path | None = None
@@ -87,6 +92,7 @@ class Settings:
     session_max_age: float = field(default=14 * 24 * 3600.0, metadata={"min": 60.0})
     login_max_failures: int = field(default=5, metadata={"min": 1})
     login_max_failures_per_address: int = field(default=20, metadata={"min": 1})
+    login_max_failures_per_account: int = field(default=100, metadata={"min": 1})
     login_throttle_window: float = field(default=900.0, metadata={"min": 1.0})
     oidc_issuer: str | None = None
     oidc_client_id: str | None = None
@@ -97,6 +103,7 @@ class Settings:
     oauth_refresh_token_ttl: float = field(default=30 * 86400.0, metadata={"min": 3600.0})
     oauth_code_ttl: float = field(default=120.0, metadata={"min": 10.0, "max": 600.0})
     oauth_unused_client_ttl: float = field(default=86400.0, metadata={"min": 60.0})
+    oauth_max_unused_clients: int = field(default=10_000, metadata={"min": 10})
     oauth_cimd_timeout: float = field(default=5.0, metadata={"min": 0.1, "max": 30.0})
     oauth_cimd_max_bytes: int = field(default=65536, metadata={"min": 1024})
     oauth_cimd_allow_private: bool = False

@@ -7,7 +7,9 @@ workspace overrides it, and the embedding provider's state and notes.
 
 ``POST`` ``{"set": {name: value}, "clear": [name]}`` changes ``settings.json`` in the workspace.
 Each value is checked on its own (a string is read as the field's kind, so a form's text works);
-any refusal answers 400 with ``fields`` (name → what to fix) and writes nothing. A workspace
+any refusal answers 400 with ``fields`` (name → what to fix) and writes nothing. What decides where
+memories are sent is the operator's (``sec:authz``): a field of :data:`engine.settings.INSTANCE_ONLY`
+is refused, and so is a provider the operator has not offered (never a silent fallback). A workspace
 file that cannot be read (not JSON) is reported in ``problems`` and replaced by the next save.
 Settings are read when an engine starts, so a change is *saved* here and takes effect when the
 engine restarts — the reply's ``restart_needed`` says so, and the gateway restarts the engine after
@@ -49,6 +51,7 @@ HELP: dict[str, str] = {
     "vertex_location": "Vertex AI region.",
     "vertex_base_url": "Another Vertex endpoint, e.g. a private one (empty: Google's).",
     "vertex_batch_size": "Texts sent per Vertex request.",
+    "vertex_offered": "Whether workspaces may choose Vertex AI (the operator's instance settings only).",
     "log_queries": "Write the query itself to the retrieval log (otherwise only its SHA-256).",
     "retrieval_log_max_bytes": "Size in bytes at which the retrieval log is rotated.",
 }
@@ -60,7 +63,14 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "Embeddings",
-        ("embedding_provider", "vertex_project", "vertex_location", "vertex_base_url", "vertex_batch_size"),
+        (
+            "embedding_provider",
+            "vertex_project",
+            "vertex_location",
+            "vertex_base_url",
+            "vertex_batch_size",
+            "vertex_offered",
+        ),
     ),
     ("Retrieval log", ("log_queries", "retrieval_log_max_bytes")),
 )
@@ -98,24 +108,33 @@ def coerce(name: str, value: object) -> object:
 
 
 def apply(
-    layer: Mapping[str, object], changes: Mapping[str, object], clear: list[str]
+    layer: Mapping[str, object],
+    changes: Mapping[str, object],
+    clear: list[str],
+    *,
+    offered: tuple[str, ...],
 ) -> tuple[dict[str, object], dict[str, str]]:
     """The workspace layer after ``changes`` and ``clear``, and the refusals by field (pure).
 
     Keys this build does not know are kept (a newer build wrote them); a known key holding a bad
-    value is dropped (it would make the whole layer be ignored)."""
+    value is dropped (it would make the whole layer be ignored), and so is one a workspace may not
+    set (it would be ignored). ``offered``: the providers the operator lets workspaces choose."""
     errors: dict[str, str] = {}
     checked: dict[str, object] = {}
     for name, value in changes.items():
         try:
+            if name in es.INSTANCE_ONLY:
+                raise es.LayerError(es.operator_only(name))
             checked[name] = coerce(name, value)
+            if name == "embedding_provider" and checked[name] not in offered:
+                raise es.LayerError(es.not_offered(str(checked[name]), offered))
         except es.LayerError as exc:
             errors[name] = str(exc)
     for name in clear:
         if name not in _BY_NAME:
             errors[name] = f"there is no setting called {name!r}"
     kept: dict[str, object] = {}
-    for key, value in layer.items():
+    for key, value in es.workspace_layer(layer, offered)[0].items():
         if key in _BY_NAME:
             try:
                 es.check_layer({key: value})
@@ -129,8 +148,11 @@ def apply(
 def describe(
     running: es.Loaded, on_disk: es.Loaded, inherited: es.EngineSettings, provider: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The ``GET`` reply (pure): running values, what the files now say, what Clear goes back to."""
+    """The ``GET`` reply (pure): running values, what the files now say, what Clear goes back to.
+    A field only the operator sets says so (``instance_only``); the provider's ``choices`` are
+    the ones offered to this workspace."""
     defaults = es.EngineSettings()
+    offered = es.offered_providers(inherited)
     fields = []
     for group, names in GROUPS:
         for name in names:
@@ -146,7 +168,8 @@ def describe(
                     "optional": optional,
                     "min": meta.get("min"),
                     "max": meta.get("max"),
-                    "choices": list(meta.get("choices", ())),
+                    "choices": list(offered if name == "embedding_provider" else meta.get("choices", ())),
+                    "instance_only": name in es.INSTANCE_ONLY,
                     "default": getattr(defaults, name),
                     "value": getattr(running.settings, name),
                     "origin": running.origin[name],
@@ -203,8 +226,8 @@ class _Settings:
         if not all(isinstance(c, str) for c in clear):
             raise InvalidInput(shape)
         with self.parts.workspace.lock:
-            layer, _, _ = self._read()
-            merged, errors = apply(layer, changes, clear)
+            layer, _, inherited = self._read()
+            merged, errors = apply(layer, changes, clear, offered=es.offered_providers(inherited))
             if errors:
                 message = "; ".join(errors.values())
                 refused = {"error": {"code": "invalid_input", "message": message, "fields": errors}}

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from engine import settings
 from engine.errors import BadImport
 from engine.store import fsio
 from engine.store.model import State
@@ -169,6 +170,8 @@ def restore(ws: Workspace, source: Path, out: TextIO = sys.stderr) -> dict[str, 
                     raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
                 fsio.write_atomic(staging / name, data)
                 tick(i)
+            for warning in settings.scrub_restored(staging / settings.WORKSPACE_FILE):
+                say(f"warning: {warning}")
             for top in sorted(p.name for p in staging.iterdir()):
                 if (ws.root / top).exists():
                     raise BadImport(f"{ws.root / top} appeared during the restore; nothing was written")

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gateway.auth.accounts import AccountPolicy, cookie_name, safe_next
+from gateway.auth.limits import AddressLimits
 from gateway.control.accounts import Session
 from gateway.control.store import ControlPlane
 
@@ -40,6 +41,7 @@ class AccountContext:
 
     store: ControlPlane
     policy: AccountPolicy
+    limits: AddressLimits
 
 
 def context(request: Request) -> AccountContext:

@@ -124,6 +124,21 @@ class AccountQueries:
                 self._db.execute("INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, now))
             self._audit("signin.failure", owner_id, None, None, remote, detail)
 
+    def signed_in_from(self: _Plane, owner_id: str, remote: str | None, *, within: float) -> bool:
+        """Whether the owner started a session from ``remote`` in the last ``within`` seconds."""
+        if not remote:
+            return False
+        row = self._db.execute(
+            "SELECT 1 FROM sessions WHERE owner_id = ? AND remote = ? AND created_at > ? LIMIT 1",
+            (owner_id, remote, utc_in(-within)),
+        ).fetchone()
+        return row is not None
+
+    def forget_login_failures(self: _Plane, *, older_than: float) -> None:
+        """Drop failures older than ``older_than`` seconds: they no longer count against anyone."""
+        with self._db.transaction():
+            self._db.execute("DELETE FROM login_failures WHERE at < ?", (utc_in(-older_than),))
+
     def clear_login_failures(self: _Plane, key: str) -> None:
         with self._db.transaction():
             self._db.execute("DELETE FROM login_failures WHERE key = ?", (key,))

@@ -131,7 +131,11 @@ class ErasureQueries:
             )
             delete("workspaces", "DELETE FROM workspaces WHERE owner_id = ?", (owner_id,))
             self._db.execute("UPDATE invites SET used_by = NULL WHERE used_by = ?", (owner_id,))
-            self._db.execute("DELETE FROM login_failures WHERE key = ?", (account_key(email),))
+            mine = account_key(email)  # and the same email tried from each address ("<key>|address:…")
+            self._db.execute(
+                "DELETE FROM login_failures WHERE key = ? OR substr(key, 1, ?) = ?",
+                (mine, len(mine) + 1, mine + "|"),
+            )
             self._db.execute(
                 "UPDATE audit_events SET detail = '{}', remote = NULL WHERE owner_id = ?", (owner_id,)
             )

@@ -145,14 +145,24 @@ class OAuthQueries:
         expires = None if row[3] is None else epoch(str(row[3]))
         return ClientRecord(str(row[0]), str(row[1]), json.loads(str(row[2])), expires)
 
-    def collect_garbage(self, *, now: float, unused_client_age: float) -> int:
-        """Forget registered clients never used for ``unused_client_age`` seconds, expired consent
-        requests, and expired codes never exchanged. Returns how many clients went."""
+    def collect_garbage(
+        self, *, now: float, unused_client_age: float, max_unused_clients: int | None = None
+    ) -> int:
+        """Forget registered clients never used for ``unused_client_age`` seconds (and, past
+        ``max_unused_clients`` unused ones, the oldest of those), expired consent requests, and
+        expired codes never exchanged. Returns how many clients went."""
         with self._db.transaction():
             gone = self._db.execute(
                 "DELETE FROM oauth_clients WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at < ?",
                 (iso(now - unused_client_age),),
             ).rowcount
+            if max_unused_clients is not None:
+                gone += self._db.execute(
+                    "DELETE FROM oauth_clients WHERE client_id IN (SELECT client_id FROM oauth_clients "
+                    "WHERE kind = 'dcr' AND last_used_at IS NULL "
+                    "ORDER BY created_at DESC, client_id DESC LIMIT 1000000000 OFFSET ?)",
+                    (max(0, max_unused_clients),),
+                ).rowcount
             self._db.execute(
                 "DELETE FROM oauth_clients WHERE kind = 'cimd' AND expires_at < ?",
                 (iso(now - unused_client_age),),
@@ -265,6 +275,25 @@ class OAuthQueries:
             used=row[12] is not None,
         )
 
+    def spend_code(self, code: str, *, now: float, reason: str, remote: str | None = None) -> bool:
+        """Use ``code`` up without issuing anything (a wrong ``code_verifier`` was sent with it:
+        RFC 6749 §10.5, a code is tried once). Whether it was still unused."""
+        with self._db.transaction():
+            row = self._db.execute(
+                "SELECT client_id, owner_id, workspace_id FROM oauth_codes "
+                "WHERE code_hash = ? AND used_at IS NULL",
+                (tokens.hash_token(code),),
+            ).fetchone()
+            if row is None:
+                return False
+            self._db.execute(
+                "UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL",
+                (iso(now), tokens.hash_token(code)),
+            )
+            detail: dict[str, object] = {"client_id": str(row[0]), "reason": reason}
+            self._audit("oauth.code_spent", str(row[1]), str(row[2]), None, remote, detail)
+        return True
+
     def exchange_code(
         self, code: str, *, now: float, lifetimes: TokenLifetimes, remote: str | None = None
     ) -> IssuedTokens:
@@ -287,6 +316,8 @@ class OAuthQueries:
                 reused = False
                 issued = self._exchange(code_hash, row, now, lifetimes, remote)
         if reused:
+            if row[8] is None:
+                raise InvalidGrant("authorization code was already used up; start the sign-in again")
             raise InvalidGrant(
                 "authorization code was already used; the connection it created has been revoked"
             )

@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth import accounts, passwords
 from gateway.auth.csrf import check_csrf
+from gateway.auth.limits import Refused
 from gateway.auth.passwords import hash_password, verify_password
 from gateway.auth.sessions import (
     clear_session_cookie,
@@ -97,6 +98,14 @@ def _signup_page(request: Request, status_code: int = 200, **values: Any) -> Res
     )
 
 
+def _too_fast(request: Request, refused: Refused, **values: Any) -> Response:
+    """The sign-in page again, 429 with ``Retry-After``: this address is over its request rate."""
+    error = refused.message[0].upper() + refused.message[1:] + "."
+    response = _login_page(request, status_code=429, error=error, **values)
+    response.headers["Retry-After"] = str(refused.retry_after)
+    return response
+
+
 def signed_in_response(request: Request, owner_id: str, next_path: str, *, method: str) -> Response:
     """Start a session for ``owner_id`` (audited) and send the browser on to ``next_path``."""
     ctx = context(request)
@@ -152,25 +161,37 @@ async def login(request: Request) -> Response:
     email, password = _field(form, "email").strip(), _field(form, "password")
     next_path = accounts.safe_next(_field(form, "next"))
     remote = remote_of(request)
+    if refused := ctx.limits.check("signin", remote):
+        return _too_fast(request, refused, email=email, next=next_path)
     account_key, address_key = accounts.account_key(email), accounts.address_key(remote)
+    pair_key = accounts.pair_key(email, remote)
     limits = ctx.policy.throttle
-    over = accounts.throttled(
-        limits,
-        account_failures=ctx.store.login_failures(account_key, window=limits.window),
-        address_failures=ctx.store.login_failures(address_key, window=limits.window),
-    )
     owner = None
     try:
         owner = ctx.store.owner_by_email(email) if email else None
     except OwnerNotFound:
         owner = None
     owner_id = owner.id if owner else None
+    account_failures = ctx.store.login_failures(account_key, window=limits.window)
+    over = accounts.throttled(
+        limits,
+        pair_failures=ctx.store.login_failures(pair_key, window=limits.window),
+        address_failures=ctx.store.login_failures(address_key, window=limits.window),
+        account_failures=account_failures,
+        known_address=account_failures >= limits.per_account_total
+        and owner is not None
+        and ctx.store.signed_in_from(owner.id, remote, within=accounts.KNOWN_ADDRESS_AGE),
+    )
     if over is not None:
         ctx.store.audit(
             "signin.throttled", owner_id=owner_id, remote=remote, detail={"email": email, "limit": over}
         )
         minutes = max(1, math.ceil(limits.window / 60))
-        whose = "for this account" if over == "account" else "from your address"
+        whose = {
+            "account": "for this account from your address",
+            "address": "from your address",
+            "account_total": "for this account",
+        }[over]
         return _login_page(
             request,
             status_code=429,
@@ -184,8 +205,9 @@ async def login(request: Request) -> Response:
         reason = (
             "no such owner" if owner is None else "no password set" if stored is None else "wrong password"
         )
+        ctx.store.forget_login_failures(older_than=limits.window)
         ctx.store.record_login_failure(
-            (account_key, address_key),
+            (pair_key, address_key, account_key),
             owner_id=owner_id,
             remote=remote,
             detail={"email": email, "reason": reason},
@@ -198,7 +220,7 @@ async def login(request: Request) -> Response:
             error="That email and password do not match an account. Check both and try again.",
         )
     assert owner is not None
-    ctx.store.clear_login_failures(account_key)
+    ctx.store.clear_login_failures(pair_key)
     return signed_in_response(request, owner.id, next_path, method="password")
 
 
@@ -210,6 +232,12 @@ async def signup(request: Request) -> Response:
         return _signup_page(request, status_code=403 if ctx.policy.signup == "closed" else 200)
     form = await request.form()
     await check_csrf(request, form)
+    if refused := ctx.limits.check("signin", remote_of(request)):
+        response = _signup_page(
+            request, status_code=429, error=refused.message[0].upper() + refused.message[1:]
+        )
+        response.headers["Retry-After"] = str(refused.retry_after)
+        return response
     if ctx.policy.signup == "closed":
         raise SignupClosed("sign-up is closed here; ask the operator to create your account")
     email, invite = _field(form, "email").strip(), _field(form, "invite").strip()

@@ -17,16 +17,25 @@ from gateway.auth.sessions import current
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
 
+CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
 PAGE_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
-    # No form-action: a consent form must be able to redirect to the client's redirect URI.
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
-    ),
+    # Forms post here only; a page whose form may end elsewhere (consent) names that place.
+    "Content-Security-Policy": CSP + "; form-action 'self'",
 }
+
+
+def page_headers(form_action: tuple[str, ...] = ()) -> dict[str, str]:
+    """:data:`PAGE_HEADERS`, with ``form_action`` sources allowed besides this origin (browsers
+    check ``form-action`` on the redirects that follow a form's submission too)."""
+    if not form_action:
+        return PAGE_HEADERS
+    sources = " ".join(("'self'", *form_action))
+    return {**PAGE_HEADERS, "Content-Security-Policy": f"{CSP}; form-action {sources}"}
+
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -45,9 +54,16 @@ def render_text(request: Request, template: str, /, **context: Any) -> str:
     return _ENV.get_template(template).render(values)
 
 
-def render(request: Request, template: str, /, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """:func:`render_text` as a page response with :data:`PAGE_HEADERS`."""
+def render(
+    request: Request,
+    template: str,
+    /,
+    status_code: int = 200,
+    form_action: tuple[str, ...] = (),
+    **context: Any,
+) -> HTMLResponse:
+    """:func:`render_text` as a page response with :func:`page_headers`."""
     html = render_text(request, template, **context)
-    response = HTMLResponse(html, status_code=status_code, headers=PAGE_HEADERS)
+    response = HTMLResponse(html, status_code=status_code, headers=page_headers(form_action))
     attach_presession(request, response)
     return response

@@ -50,6 +50,8 @@ def changes(fields: Sequence[Mapping[str, Any]], form: Mapping[str, str]) -> dic
     found: dict[str, str] = {}
     for f in fields:
         name = str(f["name"])
+        if f.get("instance_only"):
+            continue  # the operator's: the page offers no field for it
         if name in form and form[name].strip() != shown(f["saved"]):
             found[name] = form[name].strip()
     return found

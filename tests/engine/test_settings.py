@@ -114,3 +114,48 @@ def test_the_engine_logs_a_discarded_layer_and_status_shows_it(
     with caplog.at_level(logging.WARNING, logger="almanac.engine"):
         assert main(["--reindex", "--create", "--dir", str(ws), "--embedding-provider", "off"]) == 0
     assert any("workspace settings were ignored" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.req("sec:authz")
+@pytest.mark.parametrize("name", sorted(S.INSTANCE_ONLY))
+def test_a_workspace_layer_cannot_name_where_memories_are_sent(name: str) -> None:
+    value: object = True if name == "vertex_offered" else "http://127.0.0.1:9/steal"
+    loaded = S.resolve({"vertex_location": "europe-west4"}, {name: value, "half_life_days": 90})
+    assert getattr(loaded.settings, name) == getattr(
+        S.resolve({"vertex_location": "europe-west4"}, None).settings, name
+    )
+    assert loaded.settings.half_life_days == 90.0  # the rest of the layer still works
+    assert loaded.origin[name] != "workspace"
+    assert loaded.problems == (f"a workspace setting was ignored: {S.operator_only(name)}",)
+
+
+@pytest.mark.req("sec:authz")
+def test_a_workspace_chooses_vertex_only_when_the_operator_offers_it() -> None:
+    asked = {"embedding_provider": "vertex"}
+    refused = S.resolve(None, asked)
+    assert refused.settings.embedding_provider == "local"
+    assert refused.problems == (
+        "a workspace setting was ignored: embedding_provider 'vertex' is not offered on this host: "
+        "the operator has not set it up; choose one of local, off",
+    )
+    for operator in ({"vertex_offered": True}, {"embedding_provider": "vertex"}):
+        loaded = S.resolve(operator, asked)
+        assert loaded.settings.embedding_provider == "vertex" and loaded.problems == ()
+    assert S.resolve(None, {"embedding_provider": "off"}).settings.embedding_provider == "off"
+    offered_on_command_line = S.resolve(None, asked, overrides={"vertex_offered": True})
+    assert offered_on_command_line.settings.embedding_provider == "vertex"
+
+
+@pytest.mark.req("sec:authz")
+def test_an_engine_never_embeds_with_an_endpoint_its_workspace_names(tmp_path: Path) -> None:
+    from engine.server import embedder_for as build
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    hostile = {"embedding_provider": "vertex", "vertex_base_url": "http://127.0.0.1:9/", "notes_limit": 3}
+    (ws / S.WORKSPACE_FILE).write_text(json.dumps(hostile))
+    loaded = S.load(None, ws)
+    assert (loaded.settings.embedding_provider, loaded.settings.vertex_base_url) == ("local", None)
+    assert loaded.settings.notes_limit == 3 and len(loaded.problems) == 2
+    assert build(loaded.settings, "/run/embedder.sock").provider == "remote"
+    assert S.report(loaded)["problems"] == list(loaded.problems)  # memory_status shows why

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from gateway.serve import advertise_with_port
@@ -46,3 +47,28 @@ def test_an_advertise_url_with_port_0_names_the_port_bound() -> None:
     assert advertise_with_port("https://[::1]:0/base", 8443) == "https://[::1]:8443/base"
     assert advertise_with_port("http://node-a.internal:8080", 41234) == "http://node-a.internal:8080"
     assert advertise_with_port("http://node-a.internal", 41234) == "http://node-a.internal"
+
+
+def _register_from(gateway_url: str, forwarded: str | None) -> int:
+    headers = {"X-Forwarded-For": forwarded} if forwarded else {}
+    body = {"redirect_uris": ["http://127.0.0.1/cb"]}
+    return httpx.post(gateway_url + "/register", json=body, headers=headers, timeout=30).status_code
+
+
+@pytest.mark.req("sec:authz")
+def test_forwarded_addresses_are_believed_only_from_a_trusted_proxy(tmp_path: Path) -> None:
+    """The per-address limits count the peer unless ``trusted_proxies`` names it: a client cannot
+    dodge them by claiming another address, and behind a named proxy each client counts alone."""
+    direct = start_gateway(tmp_path / "direct", tmp_path / "direct.log", register_rate_limit="2")
+    try:
+        assert [_register_from(direct.url, f"203.0.113.{n}") for n in range(3)] == [201, 201, 429]
+    finally:
+        direct.stop()
+    proxied = start_gateway(
+        tmp_path / "proxied", tmp_path / "proxied.log", register_rate_limit="2", trusted_proxies="127.0.0.1"
+    )
+    try:
+        assert [_register_from(proxied.url, "203.0.113.7") for _ in range(3)] == [201, 201, 429]
+        assert _register_from(proxied.url, "203.0.113.8") == 201  # another client behind the proxy
+    finally:
+        proxied.stop()

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
+from gateway.auth.limits import AddressLimits, Kind
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane
 from gateway.edge import headers as hdr
@@ -32,6 +34,7 @@ class OAuthConfig:
     code_ttl: float
     unused_client_ttl: float
     cimd: CimdPolicy
+    max_unused_clients: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class OAuthServer:
     config: OAuthConfig
     origin_policy: hdr.OriginPolicy
     clock: Callable[[], float]
+    limits: AddressLimits
 
     def issuer(self, request: Request) -> str:
         """This server's issuer (and base URL): ``public_url``, else the origin the request reached.
@@ -58,3 +62,13 @@ class OAuthServer:
 
 def remote_of(request: Request) -> str | None:
     return request.client.host if request.client else None
+
+
+def over_limit(server: OAuthServer, kind: Kind, request: Request) -> Response | None:
+    """429 with ``Retry-After`` (an OAuth error body) when this address is over ``kind``'s limit."""
+    refused = server.limits.check(kind, remote_of(request))
+    if refused is None:
+        return None
+    body = {"error": "rate_limited", "error_description": refused.message}
+    headers = {"Retry-After": str(refused.retry_after), "Cache-Control": "no-store"}
+    return JSONResponse(body, status_code=429, headers=headers)

@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 
 from gateway.auth import tokens
 from gateway.auth.csrf import check_csrf
-from gateway.auth.oauth.clients import display_name, redirect_host
+from gateway.auth.oauth.clients import csp_source, display_name, redirect_host
 from gateway.auth.oauth.config import OAuthServer, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.sessions import login_redirect, signed_in
@@ -88,7 +88,9 @@ async def _page(
         "info": None,
     }
     context.update(values)
-    return render(request, "consent.html", status_code=status, **context)
+    # approving or denying ends at the client's redirect URI: the page's form-action must allow it
+    source = csp_source(pending.params["redirect_uri"])
+    return render(request, "consent.html", status_code=status, form_action=(source,), **context)
 
 
 async def consent_page(server: OAuthServer, request: Request) -> Response:

@@ -8,6 +8,9 @@ consent page; codes and tokens are the control plane's (:mod:`gateway.control.oa
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import time
 from dataclasses import dataclass
 
@@ -113,6 +116,19 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
             resource=record.resource,
             subject=record.choice.owner_id,
         )
+
+    def check_verifier(self, code: str, verifier: str) -> None:
+        """Use ``code`` up when ``verifier`` does not match its PKCE challenge, before the SDK's
+        handler refuses the request: a code gets one try, whoever sends it."""
+        record = self.server.store.code(code)
+        if record is None or record.used:
+            return
+        digest = hashlib.sha256(verifier.encode("ascii", "replace")).digest()
+        computed = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        if not hmac.compare_digest(computed, record.code_challenge):
+            self.server.store.spend_code(
+                code, now=self._now(), reason="wrong code_verifier", remote=self.remote
+            )
 
     async def exchange_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode

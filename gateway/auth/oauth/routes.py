@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qs, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.token import TokenHandler
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.provider import construct_redirect_uri
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -14,7 +16,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway.auth.oauth import cimd, consent, metadata
-from gateway.auth.oauth.config import OAuthServer, remote_of
+from gateway.auth.oauth.config import OAuthServer, over_limit, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.oauth.register import register
 
@@ -49,6 +51,8 @@ def routes(server: OAuthServer) -> list[Route]:
         return JSONResponse(metadata.authorization_server(server.issuer(request)))
 
     async def authorize(request: Request) -> Response:
+        if refused := over_limit(server, "authorize", request):
+            return refused
         provider = Provider(server, server.issuer(request), remote_of(request))
         params = request.query_params if request.method == "GET" else await request.form()
         client_id = params.get("client_id")
@@ -58,18 +62,35 @@ def routes(server: OAuthServer) -> list[Route]:
             except cimd.CimdRefused as exc:
                 body = {"error": "invalid_client", "error_description": str(exc)}
                 return JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
-        return await AuthorizationHandler(provider).handle(request)
+        response = await AuthorizationHandler(provider).handle(request)
+        location = response.headers.get("location")
+        if location and "error" in parse_qs(urlsplit(location).query):
+            # RFC 9207: an error sent back to the client names this issuer too (the SDK leaves it out)
+            response.headers["location"] = construct_redirect_uri(location, iss=provider.issuer)
+        return response
 
     async def token(request: Request) -> Response:
+        if refused := over_limit(server, "token", request):
+            return refused
         provider = Provider(server, server.issuer(request), remote_of(request))
-        resource = (await request.form()).get("resource")
+        form = await request.form()
+        resource = form.get("resource")
         provider.requested_resource = resource if isinstance(resource, str) else None
+        code, verifier = form.get("code"), form.get("code_verifier")
+        if (
+            form.get("grant_type") == "authorization_code"
+            and isinstance(code, str)
+            and isinstance(verifier, str)
+        ):
+            provider.check_verifier(code, verifier)
         response: Response = await TokenHandler(provider, ClientAuthenticator(provider)).handle(request)
         return response
 
     async def revoke(request: Request) -> Response:
         """RFC 7009. (The SDK's handler insists on a ``client_secret`` field that public clients
         never send, so this one is ours.) Unknown tokens, or another client's, get 200 too."""
+        if refused := over_limit(server, "token", request):
+            return refused
         provider = Provider(server, server.issuer(request), remote_of(request))
         try:
             client = await ClientAuthenticator(provider).authenticate_request(request)
@@ -86,6 +107,8 @@ def routes(server: OAuthServer) -> list[Route]:
         return Response(status_code=200, headers={"Cache-Control": "no-store"})
 
     async def registration(request: Request) -> Response:
+        if refused := over_limit(server, "register", request):
+            return refused
         return await register(server, request)
 
     async def consent_get(request: Request) -> Response:

@@ -15,6 +15,8 @@ from engine import settings as es
 from engine.admin.settings import GROUPS, HELP, apply, coerce, describe
 from tests.engine.support import socket_engine
 
+OFFERED = ("local", "off")
+
 
 def test_every_setting_is_described_and_grouped_once() -> None:
     grouped = [name for _, names in GROUPS for name in names]
@@ -62,12 +64,28 @@ def test_bad_values_say_what_to_fix(name: str, text: str, why: str) -> None:
 
 def test_apply_sets_clears_keeps_unknown_keys_and_refuses_by_field() -> None:
     layer = {"half_life_days": 30.0, "notes_limit": 500, "from_a_newer_build": 1}
-    merged, errors = apply(layer, {"facts_limit": "5"}, ["half_life_days"])
+    merged, errors = apply(layer, {"facts_limit": "5"}, ["half_life_days"], offered=OFFERED)
     assert errors == {}
     assert merged == {"facts_limit": 5, "from_a_newer_build": 1}  # the bad notes_limit is dropped
-    merged, errors = apply(layer, {"facts_limit": "x", "notes_limit": "4", "min_match_score": "2"}, ["nope"])
+    merged, errors = apply(
+        layer, {"facts_limit": "x", "notes_limit": "4", "min_match_score": "2"}, ["nope"], offered=OFFERED
+    )
     assert set(errors) == {"facts_limit", "min_match_score", "nope"}
     assert "use 0.0 to 1.0" in errors["min_match_score"]
+
+
+@pytest.mark.req("sec:authz")
+def test_apply_refuses_what_decides_where_memories_go() -> None:
+    layer = {"vertex_base_url": "http://127.0.0.1:9/", "half_life_days": 30.0}
+    changes = {"vertex_base_url": "http://127.0.0.1:9/", "vertex_project": "theirs", "vertex_offered": "true"}
+    merged, errors = apply(layer, changes, [], offered=OFFERED)
+    assert set(errors) == {"vertex_base_url", "vertex_project", "vertex_offered"}
+    assert all("the operator's to set" in why for why in errors.values())
+    merged, errors = apply(layer, {"embedding_provider": "vertex"}, [], offered=OFFERED)
+    assert errors == {"embedding_provider": es.not_offered("vertex", OFFERED)}
+    assert "choose one of local, off" in errors["embedding_provider"]
+    merged, errors = apply(layer, {"embedding_provider": "vertex"}, [], offered=es.PROVIDERS)
+    assert errors == {} and merged == {"embedding_provider": "vertex", "half_life_days": 30.0}  # url dropped
 
 
 def test_describe_tells_running_saved_and_inherited_apart() -> None:

@@ -75,6 +75,26 @@ def test_settings_read_refused_changed_and_cleared(gateway: Gateway) -> None:
     assert api(gateway, token, "GET", "/status").json()["settings"]["notes_limit"] == 20
 
 
+@pytest.mark.req("sec:authz")
+def test_a_tenant_token_cannot_choose_where_memories_are_sent(gateway: Gateway) -> None:
+    token = gateway.token(BOB, "Endpoint script")
+    hostile = {"embedding_provider": "vertex", "vertex_base_url": "http://127.0.0.1:9/v1", "notes_limit": 4}
+    refused = api(gateway, token, "PATCH", "/admin/settings", json={"set": hostile})
+    assert error(refused)[:2] == (400, "invalid_input")
+    fields = refused.json()["error"]["fields"]
+    assert set(fields) == {"embedding_provider", "vertex_base_url"}
+    assert "is the operator's to set" in fields["vertex_base_url"]
+    assert "'vertex' is not offered on this host" in fields["embedding_provider"]
+    assert not (gateway.workspace_dir(BOB) / "settings.json").exists()  # nothing saved, not even notes_limit
+    for name in ("vertex_project", "vertex_location", "vertex_offered"):
+        one = api(gateway, token, "PATCH", "/admin/settings", json={"set": {name: "true"}})
+        assert error(one)[:2] == (400, "invalid_input") and set(one.json()["error"]["fields"]) == {name}
+    reply = api(gateway, token, "GET", "/admin/settings").json()
+    assert _field(reply, "embedding_provider")["choices"] == ["local", "off"]
+    assert _field(reply, "vertex_base_url")["instance_only"] is True
+    assert _field(reply, "notes_limit")["instance_only"] is False
+
+
 @pytest.mark.req("life:retrieval-log")
 def test_activity_names_the_connection_and_follows_the_pinned_scope(gateway: Gateway) -> None:
     token = gateway.token(BOB, "Bob's agent")

@@ -4,6 +4,7 @@ neither), the upload limit, and export → import into a new workspace, lossless
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -84,6 +85,42 @@ def test_export_then_import_into_a_new_workspace_over_rest(gateway: Gateway) -> 
     assert call(gateway, copy, "GET", "/memories", params=history_query).json() == history
     again = call(gateway, copy, "POST", "/admin/import", content=exported.content)
     assert refused(again)[:2] == (400, "bad_import") and "already holds memories" in refused(again)[2]
+
+
+def hostile_export(settings: dict[str, object]) -> bytes:
+    """An Almanac export (built here, not a blob) of a workspace holding only ``settings.json``."""
+    data = json.dumps(settings).encode()
+    manifest = {
+        "format": "almanac-export",
+        "version": 1,
+        "exported_at": "2026-01-01T00:00:00Z",
+        "workspace": "elsewhere",
+        "counts": {"notes": 0, "retired_notes": 0, "log_entries": 0, "facts": 0},
+        "files": [{"path": "settings.json", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("almanac-export.json", json.dumps(manifest))
+        archive.writestr("settings.json", data)
+    return out.getvalue()
+
+
+@pytest.mark.req("sec:authz", "life:import")
+def test_a_restored_export_cannot_choose_where_memories_are_sent(gateway: Gateway) -> None:
+    gateway.cli("workspace", "create", "restored", "--owner", OWNER)
+    token = gateway.token(OWNER, "Restore script", "--workspace", "restored")
+    hostile = {"vertex_base_url": "http://127.0.0.1:9/v1", "vertex_project": "theirs", "notes_limit": 4}
+    restored = call(gateway, token, "POST", "/admin/import", content=hostile_export(hostile))
+    assert restored.status_code == 200 and restored.json()["kind"] == "restore", restored.text
+    warnings = [line for line in restored.json()["progress"] if "warning" in line]
+    assert warnings == [
+        "import: warning: the export's settings.json set vertex_base_url, which is the operator's; removed",
+        "import: warning: the export's settings.json set vertex_project, which is the operator's; removed",
+    ]
+    on_disk = json.loads((gateway.workspace_dir(OWNER, "restored") / "settings.json").read_text())
+    assert on_disk == {"notes_limit": 4}  # the rest of the workspace's settings came across
+    status = call(gateway, token, "GET", "/status").json()
+    assert status["settings"]["vertex_base_url"] is None and status["settings"]["vertex_project"] is None
 
 
 def test_read_only_and_pinned_connections_are_refused_what_they_may_not_do(gateway: Gateway) -> None:

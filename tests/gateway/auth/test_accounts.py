@@ -32,10 +32,22 @@ def test_safe_next_keeps_the_browser_on_this_site(candidate: str | None, expecte
 
 @pytest.mark.req("gw:signin")
 def test_throttled_names_the_limit_reached() -> None:
-    policy = accounts.ThrottlePolicy(per_account=5, per_address=20, window=900)
-    assert accounts.throttled(policy, account_failures=4, address_failures=19) is None
-    assert accounts.throttled(policy, account_failures=5, address_failures=0) == "account"
-    assert accounts.throttled(policy, account_failures=0, address_failures=20) == "address"
+    policy = accounts.ThrottlePolicy(per_account=5, per_address=20, window=900, per_account_total=100)
+
+    def over(pair: int, address: int, account: int, known: bool = False) -> str | None:
+        return accounts.throttled(
+            policy,
+            pair_failures=pair,
+            address_failures=address,
+            account_failures=account,
+            known_address=known,
+        )
+
+    assert over(4, 19, 99) is None
+    assert over(5, 5, 5) == "account"  # this email from this address only
+    assert over(0, 20, 0) == "address"
+    assert over(0, 0, 100) == "account_total" and over(0, 0, 100, known=True) is None
+    assert accounts.pair_key("Ada@example.com", "10.0.0.1") == "account:ada@example.com|address:10.0.0.1"
     assert accounts.account_key(" Ada@Example.com ") == "account:ada@example.com"
 
 
@@ -45,7 +57,8 @@ def test_throttled_names_the_limit_reached() -> None:
     [
         (None, "127.0.0.1", False),
         (None, "localhost", False),
-        (None, "0.0.0.0", False),
+        (None, "0.0.0.0", True),  # every interface: perhaps behind a TLS proxy
+        (None, "::", True),
         (None, "10.0.0.5", True),
         ("http://localhost:8080", "0.0.0.0", False),
         ("http://127.0.0.1:8080", "127.0.0.1", False),

@@ -38,6 +38,22 @@ def test_login_failures_count_inside_the_window_and_clear(store: ControlPlane) -
     assert store.login_failures(keys[1], window=900) == 3
 
 
+@pytest.mark.req("gw:signin", "sec:authz")
+def test_old_failures_are_forgotten_and_known_addresses_are_the_owners_sessions(store: ControlPlane) -> None:
+    store.record_login_failure(("address:10.0.0.3",), owner_id=None, remote="10.0.0.3", detail={})
+    store.forget_login_failures(older_than=900)
+    assert store.login_failures("address:10.0.0.3", window=900) == 1  # inside the window: kept
+    store.forget_login_failures(older_than=-1)
+    rows = store._db.execute("SELECT count(*) FROM login_failures").fetchone()
+    assert rows is not None and rows[0] == 0  # gone from the table, not just uncounted
+    owner, _ = store.create_owner("di@example.com", None)
+    store.create_session(owner.id, max_age=3600, remote="10.0.0.4", user_agent=None, method="password")
+    assert store.signed_in_from(owner.id, "10.0.0.4", within=86400)
+    assert not store.signed_in_from(owner.id, "10.0.0.5", within=86400)
+    assert not store.signed_in_from(owner.id, "10.0.0.4", within=-1)
+    assert not store.signed_in_from(owner.id, None, within=86400)
+
+
 @pytest.mark.req("gw:signin")
 def test_an_invite_works_once_and_a_failed_sign_up_changes_nothing(store: ControlPlane) -> None:
     code = store.create_invite("for cy")

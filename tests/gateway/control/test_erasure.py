@@ -15,6 +15,9 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     _, secret = store.create_pat(owner.id, default.id, "Laptop")
     _, kept = store.create_pat(other.id, store.workspaces(other.id)[0].id, "Laptop")
     store.create_session(owner.id, max_age=600, remote="10.0.0.9", user_agent=None, method="password")
+    failed = ("account:zed@example.com", "account:zed@example.com|address:10.0.0.8", "address:10.0.0.8")
+    store.record_login_failure(failed, owner_id=owner.id, remote="10.0.0.8", detail={})
+    store.record_login_failure(("account:zed_@example.com|address:1",), owner_id=None, remote="1", detail={})
     store.register_node("node-a", "http://node-a", now=1e9)  # its workspace placed on a node
     store.place(default.id, now=1e9, heartbeat_timeout=15, lease=30)
     with pytest.raises(OwnerNotFound):
@@ -37,6 +40,8 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     assert events[0].kind == "account.erase" and events[0].detail == gone
     assert all(e.remote is None for e in events)
     assert "zed@example.com" not in repr([e.detail for e in events])
+    left = {str(r[0]) for r in store._db.execute("SELECT key FROM login_failures").fetchall()}
+    assert left == {"address:10.0.0.8", "account:zed_@example.com|address:1"}  # the email is gone
     # nobody else is touched
     assert store.authenticate(kept) is not None
     assert store.owner_by_email("other@example.com").id == other.id

@@ -141,3 +141,19 @@ def test_registered_clients_never_used_are_collected(store: ControlPlane) -> Non
     assert store.collect_garbage(now=NOW + 3601, unused_client_age=3600) == 1
     assert store.oauth_client("dcr_unused") is None
     assert store.oauth_client("dcr_c") is not None
+
+
+@pytest.mark.req("gw:oauth", "sec:authz")
+def test_past_the_cap_the_oldest_unused_clients_are_collected(store: ControlPlane) -> None:
+    for n in range(5):
+        store.save_client(
+            f"dcr_{n}", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=NOW + n, expires_at=None
+        )
+    _grant(store, now=NOW)  # dcr_c is used: never counted against the cap
+    assert store.collect_garbage(now=NOW + 10, unused_client_age=3600, max_unused_clients=2) == 3
+    assert [c for c in ("dcr_0", "dcr_1", "dcr_2", "dcr_3", "dcr_4") if store.oauth_client(c)] == [
+        "dcr_3",
+        "dcr_4",
+    ]
+    assert store.oauth_client("dcr_c") is not None
+    assert store.collect_garbage(now=NOW + 10, unused_client_age=3600, max_unused_clients=2) == 0

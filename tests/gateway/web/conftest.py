@@ -41,9 +41,13 @@ class Site:
     url: str
     store: ControlPlane
 
-    def client(self) -> httpx.AsyncClient:
-        """A browser-like client: keeps cookies, does not follow redirects."""
-        return httpx.AsyncClient(base_url=self.url, timeout=30, headers={"Accept": "text/html"})
+    def client(self, address: str | None = None) -> httpx.AsyncClient:
+        """A browser-like client: keeps cookies, does not follow redirects. ``address``: connect
+        from this loopback address (``127.0.0.2``…), as another machine would from its own."""
+        transport = httpx.AsyncHTTPTransport(local_address=address) if address else None
+        return httpx.AsyncClient(
+            base_url=self.url, timeout=30, headers={"Accept": "text/html"}, transport=transport
+        )
 
 
 @asynccontextmanager

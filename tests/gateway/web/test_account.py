@@ -177,6 +177,70 @@ async def test_sign_in_is_throttled_per_address(data_dir: Path, database_url: st
         assert site.store.audit_events(limit=1)[0].detail["limit"] == "address"
 
 
+@pytest.mark.req("gw:signin", "sec:authz")
+async def test_a_stranger_who_knows_the_email_cannot_lock_the_owner_out(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, login_max_failures=3) as site,
+        site.client() as owner,
+        site.client("127.0.0.2") as stranger,
+    ):
+        await sign_up(owner, "gi@example.com")
+        await sign_out(owner)
+        for _ in range(3):
+            assert (await sign_in(stranger, "gi@example.com", "guess guess guess")).status_code == 400
+        held = await sign_in(stranger, "gi@example.com")  # even the right password, from there
+        assert held.status_code == 429
+        assert "Too many failed sign-ins for this account from your address" in held.text
+        assert (await sign_in(owner, "gi@example.com")).status_code == 303  # the owner, elsewhere
+
+
+@pytest.mark.req("gw:signin", "sec:authz")
+async def test_guessing_from_many_addresses_stops_for_all_but_the_owners_own(
+    data_dir: Path, database_url: str | None
+) -> None:
+    settings = {"login_max_failures": 3, "login_max_failures_per_account": 4}
+    async with running_site(data_dir, database_url=database_url, **settings) as site:
+        async with site.client() as owner:
+            await sign_up(owner, "ho@example.com")  # the owner's address is now known
+            await sign_out(owner)
+        for address, tries in (("127.0.0.2", 3), ("127.0.0.3", 1)):
+            async with site.client(address) as stranger:
+                for _ in range(tries):
+                    assert (await sign_in(stranger, "ho@example.com", "guess guess")).status_code == 400
+        async with site.client("127.0.0.4") as fresh:
+            held = await sign_in(fresh, "ho@example.com")
+            assert held.status_code == 429 and "Too many failed sign-ins for this account." in held.text
+        async with site.client() as owner:
+            assert (await sign_in(owner, "ho@example.com")).status_code == 303
+        limits = [e.detail["limit"] for e in site.store.audit_events() if e.kind == "signin.throttled"]
+        assert limits == ["account_total"]
+
+
+@pytest.mark.req("gw:signin", "sec:authz")
+async def test_sign_in_and_sign_up_posts_are_rate_limited_per_address(
+    data_dir: Path, database_url: str | None
+) -> None:
+    async with (
+        running_site(data_dir, database_url=database_url, signin_rate_limit=3) as site,
+        site.client() as client,
+        site.client("127.0.0.2") as other,
+    ):
+        await sign_up(client, "io@example.com")  # 1
+        await sign_out(client)
+        assert (await sign_in(client, "io@example.com", "guess guess")).status_code == 400  # 2
+        assert (await sign_in(client, "io@example.com")).status_code == 303  # 3
+        await sign_out(client)
+        refused = await sign_in(client, "io@example.com")
+        assert refused.status_code == 429 and 1 <= int(refused.headers["retry-after"]) <= 20
+        assert "Too many sign-in attempts from your address (at most 3 a minute)" in refused.text
+        refused = await sign_up(client, "jo@example.com")
+        assert refused.status_code == 429 and refused.headers["retry-after"]
+        assert (await sign_in(other, "io@example.com")).status_code == 303
+        assert site.store.login_failures("address:127.0.0.1", window=900) == 1  # refusals are not failures
+
+
 @pytest.mark.req("gw:signin")
 async def test_a_successful_sign_in_clears_the_account_failures(
     data_dir: Path, database_url: str | None
@@ -194,7 +258,8 @@ async def test_a_successful_sign_in_clears_the_account_failures(
         for _ in range(2):
             await sign_in(client, "fa@example.com", "guess guess guess")
         assert (await sign_in(client, "fa@example.com")).status_code == 303
-        assert site.store.login_failures("account:fa@example.com", window=900) == 0
+        pair = "account:fa@example.com|address:127.0.0.1"
+        assert site.store.login_failures(pair, window=900) == 0
 
 
 @pytest.mark.req("gw:signin")

@@ -73,8 +73,12 @@ def test_sign_in_and_approve_a_client_in_a_real_browser(
     assert "/login" in page.url
     page.get_by_label("Email").fill("lin@example.com")
     page.get_by_label("Password", exact=True).fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
+    with page.expect_response(lambda r: "/consent?" in r.url) as consent:
+        page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(site.url + "/consent?**")
+    # forms may post here only, and this one's answer may go on to the client's redirect URI alone
+    policy = consent.value.headers["content-security-policy"]
+    assert policy.endswith(f"; form-action 'self' http://127.0.0.1:{urlsplit(redirect).port}"), policy
 
     heading = page.get_by_role("heading", level=1).inner_text()
     assert heading == "Connect Browser Test Client?"

@@ -60,6 +60,28 @@ def test_sign_up_sign_out_sign_in_in_a_real_browser(site: Gateway, page: Page) -
     assert page.get_by_role("heading", level=1).inner_text() == "Your memory"
 
 
+@pytest.mark.req("sec:authz")
+def test_a_form_cannot_post_to_another_site(site: Gateway, page: Page) -> None:
+    """``form-action 'self'``: a form planted in a page (an injection CSP's other rules let by) is
+    not sent elsewhere — the browser refuses the navigation."""
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(r.url))
+    response = page.goto(site.url + "/login")
+    assert response is not None
+    assert response.headers["content-security-policy"].endswith("; form-action 'self'")
+    page.evaluate(
+        """() => {
+            const form = document.createElement('form');
+            form.method = 'post';
+            form.action = 'http://127.0.0.1:9/steal';
+            document.body.appendChild(form);
+            form.submit();
+        }"""
+    )
+    page.wait_for_load_state()
+    assert page.url == site.url + "/login" and not any("/steal" in url for url in seen)
+
+
 @pytest.mark.req("gw:signin")
 def test_a_wrong_password_is_announced_and_the_skip_link_works(site: Gateway, page: Page) -> None:
     site.cli("owner", "create", "lu@example.com", stdin=PASSWORD + "\n")

@@ -40,6 +40,8 @@ def test_shown_and_changes_compare_what_the_page_showed() -> None:
     form = {"half_life_days": "60", "vertex_project": "", "log_queries": "true", "csrf_token": "x"}
     assert changes(fields, form) == {"log_queries": "true"}
     assert changes(fields, {"half_life_days": " 61 "}) == {"half_life_days": "61"}
+    operators: list[dict[str, Any]] = [{"name": "vertex_base_url", "saved": None, "instance_only": True}]
+    assert changes(operators, {"vertex_base_url": "http://127.0.0.1:9/"}) == {}  # never sent on
 
 
 def _badge(html: str, name: str) -> str:
@@ -76,6 +78,9 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
         for name in ("half_life_days", "max_tokens_default", "embedding_provider", "log_queries"):
             assert _badge(page.text, name) == "Instance default"
         assert "Embedding provider" in page.text and _value(page.text, "max_tokens_default") == "800"
+        for name in ("vertex_base_url", "vertex_project", "vertex_location", "vertex_offered"):
+            assert f'name="{name}"' not in page.text  # the operator's: shown, not offered for change
+        assert '<option value="vertex"' not in page.text  # not set up by the operator here
         form = {"csrf_token": csrf_of(page.text), "workspace": "default"}
 
         # field by field: both bad fields are named, the good one is not saved either

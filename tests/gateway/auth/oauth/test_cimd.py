@@ -4,6 +4,7 @@ size cap, the timeout and the checks on the document itself."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 
 import anyio
@@ -13,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.auth.limits import AddressLimits
 from gateway.auth.oauth import cimd
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.oauth.provider import Provider
@@ -131,7 +133,10 @@ async def test_the_provider_caches_a_document_until_its_max_age(docs: str, store
     clock = [1_900_000_000.0]
     config = OAuthConfig(TokenLifetimes(60, 3600), code_ttl=60, unused_client_ttl=60, cimd=OPEN)
     policy = OriginPolicy(public_url=None, origins=frozenset(), hosts=frozenset(), loopback=True)
-    provider = Provider(OAuthServer(store, config, policy, lambda: clock[0]), "http://127.0.0.1")
+    provider = Provider(
+        OAuthServer(store, config, policy, lambda: clock[0], AddressLimits({}, clock=time.time)),
+        "http://127.0.0.1",
+    )
     client_id = docs + "/good.json"
     FETCHES.clear()
     first = await provider.client(client_id)

@@ -204,9 +204,13 @@ async def test_authorize_refuses_another_resource(server: Server) -> None:
         redirect_uri=REDIRECT,
         code_challenge=challenge,
         resource="https://other.example/mcp",
+        state="xyz-state",
     )
     assert response.status_code == 302
-    assert parse_qs(urlsplit(response.headers["location"]).query)["error"] == ["invalid_target"]
+    answer = parse_qs(urlsplit(response.headers["location"]).query)
+    assert answer["error"] == ["invalid_target"]
+    assert answer["state"] == ["xyz-state"]  # the client matches the answer to its request by it
+    assert answer["iss"] == [server.url]  # RFC 9207 on errors too
 
 
 @pytest.mark.req("gw:oauth", "sec:authz")
@@ -218,6 +222,14 @@ async def test_token_refuses_missing_or_wrong_verifier_and_a_reused_code(server:
     assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
     wrong = await _exchange(server, client_id, code, pkce()[0])
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    # a wrong verifier used the code up: one try only, even for whoever holds the right verifier
+    after_wrong = await _exchange(server, client_id, code, verifier)
+    assert after_wrong.status_code == 400 and after_wrong.json() == {
+        "error": "invalid_grant",
+        "error_description": "authorization code was already used up; start the sign-in again",
+    }
+    assert [e.kind for e in server.store.audit_events(limit=1)] == ["oauth.code_spent"]
+    code = _code(server, client_id, challenge)
     other_redirect = await _exchange(server, client_id, code, verifier, redirect_uri="http://127.0.0.1:9/x")
     assert other_redirect.status_code == 400
     other_resource = await _exchange(server, client_id, code, verifier, resource="https://other.example/mcp")
