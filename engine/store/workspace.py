@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
-from engine.errors import StoreUnavailable
+from engine.errors import KeptAsIs, StoreUnavailable
 from engine.store import daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
@@ -242,6 +242,9 @@ class Workspace:
         if note.id in self.notes:
             self._report(path, [Problem(1, f"note id {note.id} is already used by another file")])
             return
+        if note.unread is not None:
+            why = f"{note.unread}; the note is kept as it is and indexed by its text alone"
+            self._report(path, [Problem(1, why)])
         self.notes[note.id] = NoteRecord(note, rel, state)
         if state is State.LIVE:
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
@@ -350,6 +353,11 @@ class Workspace:
         two copies, never none (the one in ``notes/`` loads; the other is reported).
         """
         record = self.notes[note.id]
+        if record.note.unread is not None or note.unread is not None:
+            raise KeptAsIs(
+                f"{self.note_path(record).relative_to(self.root)} is kept as it is ("
+                f"{record.note.unread or note.unread}); fix its frontmatter by hand, then try again"
+            )
         moved = NoteRecord(note, record.rel, record.state if state is None else state)
         old_path, new_path = self.note_path(record), self.note_path(moved)
         with durable("rewrite the note"):
