@@ -67,7 +67,7 @@ from engine.surface.notify import TOOL_THREADS
 from engine.surface.protocol import protocol_for
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
-from engine.transfer import archive, markdown
+from engine.transfer import archive, limits, markdown
 
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
@@ -134,6 +134,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"a memory larger than this is kept in the store but not indexed (default {MAX_ITEM_BYTES:,})",
     )
     parser.add_argument(
+        "--import-max-bytes",
+        type=int,
+        default=limits.MAX_TOTAL_BYTES,
+        metavar="N",
+        help="the most one import or restore may unpack, all files together "
+        f"(default {limits.MAX_TOTAL_BYTES:,}; each file at most --index-max-bytes)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop cleanly when the process that started this one exits (the gateway passes it)",
@@ -150,6 +158,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--dir is required")
     if args.index_max_bytes < 1:
         parser.error("--index-max-bytes must be a positive number of bytes")
+    if args.import_max_bytes < 1:
+        parser.error("--import-max-bytes must be a positive number of bytes")
     for name in ("dir", "socket", "embedder_socket", "export", "import_source"):
         if getattr(args, name):
             setattr(args, name, os.path.expanduser(getattr(args, name)))
@@ -325,18 +335,25 @@ def recall_settings(settings: EngineSettings) -> RecallSettings:
     )
 
 
+def import_limits(args: argparse.Namespace) -> limits.Limits:
+    """How much an import may unpack: each file at most the index's limit, all together at most
+    ``--import-max-bytes``."""
+    return limits.Limits(file_bytes=args.index_max_bytes, total_bytes=args.import_max_bytes)
+
+
 def transfer(workspace: Workspace, args: argparse.Namespace) -> int:
     """``--export`` or ``--import`` on an open (locked) workspace."""
     if args.export:
         archive.export(workspace, Path(args.export).resolve())
         return 0
     source = Path(args.import_source).resolve()
-    if archive.is_export(source):
-        archive.restore(workspace, source)
+    bounds = import_limits(args)
+    if archive.is_export(source, bounds):
+        archive.restore(workspace, source, limits=bounds)
     elif not args.label:
         raise BadImport(f"{source} is not an Almanac export; importing Markdown needs --label NAME")
     else:
-        markdown.import_markdown(workspace, source, args.label)
+        markdown.import_markdown(workspace, source, args.label, limits=bounds)
     return 0
 
 
@@ -410,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                         settings=loaded,
                         instance_file=args.settings,
                         overrides=overrides,
+                        import_limits=import_limits(args),
                     )
                     serve_socket(mcp, args.socket, admin.routes(parts), lean=not args.sdk_replies)
             finally:

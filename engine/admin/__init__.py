@@ -22,6 +22,7 @@ from engine.index.indexer import Indexer
 from engine.memory import Memory
 from engine.settings import Loaded
 from engine.store.workspace import Workspace
+from engine.transfer.limits import DEFAULT, Limits
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Parts:
     settings: Loaded | None = None  # what this engine runs with (read once, at start)
     instance_file: Path | None = None  # the operator's settings file (--settings), if any
     overrides: Mapping[str, object] | None = None  # command-line settings (--embedding-provider)
+    import_limits: Limits = DEFAULT  # how much an import may unpack (--index-max-bytes, --import-max-bytes)
 
 
 def refusal(exc: EngineError) -> JSONResponse:

@@ -105,7 +105,7 @@ def check_upload(parts: Parts, source: Path, label: str | None) -> None:
         raise BadImport("the upload is not a zip file; send a .zip of Markdown files or an Almanac export")
     ws = parts.workspace
     with ws.lock:
-        if archive.is_export(source):
+        if archive.is_export(source, parts.import_limits):
             archive.check_empty(ws)
         elif not label:
             raise BadImport("this zip is not an Almanac export; importing Markdown needs a label")
@@ -129,12 +129,12 @@ def run_import(
     check_upload(parts, source, label)
     ws, out = parts.workspace, _Lines(say)
     with ws.lock:
-        if archive.is_export(source):
-            archive.restore(ws, source, out=out)
+        if archive.is_export(source, parts.import_limits):
+            archive.restore(ws, source, out=out, limits=parts.import_limits)
             outcome = Outcome("restore", None, [], [], archive.counts(ws), [])
         else:
             assert label is not None  # check_upload refused an unlabelled Markdown zip
-            done = markdown.import_markdown(ws, source, label, out=out)
+            done = markdown.import_markdown(ws, source, label, out=out, limits=parts.import_limits)
             outcome = Outcome(
                 "markdown",
                 str(done.folder),
