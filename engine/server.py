@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -264,7 +264,12 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: 
 
 
 class _Server(uvicorn.Server):
-    """uvicorn re-raises SIGTERM after its graceful shutdown (exit 143); we want a clean 0."""
+    """uvicorn re-raises SIGTERM after its graceful shutdown (exit 143); we want a clean 0.
+    ``on_stop`` runs when a stop is asked for (work in threads can give up at once)."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -274,13 +279,20 @@ class _Server(uvicorn.Server):
         yield
 
     def _stop(self) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
         if self.should_exit:
             self.force_exit = True
         self.should_exit = True
 
 
 def serve_socket(
-    mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = (), *, lean: bool = True
+    mcp: MCPServer,
+    path: str,
+    admin_routes: Sequence[BaseRoute] = (),
+    *,
+    lean: bool = True,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
     sock = _bind(path)
     app = socket_app(mcp, admin_routes, lean=lean)
@@ -297,7 +309,7 @@ def serve_socket(
         access_log=False,
         http=http,
     )
-    server = _Server(config)
+    server = _Server(config, on_stop)
     try:
         server.run(sockets=[sock])
     finally:
@@ -429,7 +441,13 @@ def main(argv: list[str] | None = None) -> int:
                         overrides=overrides,
                         import_limits=import_limits(args),
                     )
-                    serve_socket(mcp, args.socket, admin.routes(parts), lean=not args.sdk_replies)
+                    serve_socket(
+                        mcp,
+                        args.socket,
+                        admin.routes(parts),
+                        lean=not args.sdk_replies,
+                        on_stop=parts.stopping.set,
+                    )
             finally:
                 ageing.stop()
         finally:

@@ -9,6 +9,7 @@ Layout (see docs/store-format.md)::
     logs/YYYY/MM/DD.md            day logs
     .almanac.lock                 held by the engine serving the directory
     .index/ .cache/               derived data, safe to delete
+    .transfer-*/                  an import's staging folder (removed at open if a crash left one)
 
 Directories are created on the first write into them. A note's state is the directory it is in.
 All methods that write must be called with :attr:`Workspace.lock` held (the engine is the one
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +40,10 @@ log = logging.getLogger("almanac.engine.store")
 FACTS, NOTES, ARCHIVE, RETIRED, LOGS = "facts", "notes", "archive", "retired", "logs"
 #: Derived data beside the store (the embedding cache, the YAML memo): safe to delete, never exported.
 CACHE = ".cache"
+#: An import's staging folders (``.transfer-import``, ``.transfer-restore``): what it writes goes
+#: there first and is moved into place whole at the end, so one a crash left behind holds nothing
+#: that was ever part of the store; it is removed when the workspace opens.
+STAGING_PREFIX = ".transfer-"
 _NOTE_ROOTS = {State.LIVE: Path(NOTES), State.ARCHIVED: Path(ARCHIVE), State.RETIRED: Path(RETIRED, NOTES)}
 _LOG_ROOTS = {State.LIVE: Path(LOGS), State.RETIRED: Path(RETIRED, LOGS)}
 
@@ -123,6 +129,7 @@ class Workspace:
         """Take the directory lock (or raise WorkspaceLocked) and read the store."""
         self._dir_lock.acquire()
         try:
+            self._clear_staging()
             self.load()
         except BaseException:
             self._dir_lock.release()
@@ -130,6 +137,16 @@ class Workspace:
 
     def close(self) -> None:
         self._dir_lock.release()
+
+    def _clear_staging(self) -> None:
+        """Remove staging folders an interrupted import left (they never hold store data)."""
+        try:
+            found = [p for p in self.root.iterdir() if p.name.startswith(STAGING_PREFIX) and p.is_dir()]
+        except OSError:
+            return
+        for path in found:
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("removed %s, left by an import that was interrupted", path.name)
 
     def load(self) -> None:
         with self.lock:

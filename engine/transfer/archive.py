@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -21,16 +22,15 @@ from typing import Any, TextIO
 from engine.errors import BadImport
 from engine.store import fsio
 from engine.store.model import State
-from engine.store.workspace import Workspace
+from engine.store.workspace import STAGING_PREFIX, Workspace
 from engine.transfer.limits import DEFAULT, Budget, Limits, collisions, mib, read, stream
 from engine.transfer.progress import printer, ticker
-from engine.transfer.sources import Entry, open_source
+from engine.transfer.sources import Entry, Skipped, open_source
 
 MANIFEST = "almanac-export.json"
 FORMAT = "almanac-export"
 VERSION = 1
 DERIVED = (".index", ".cache")
-STAGING_PREFIX = ".transfer-"
 
 
 def store_files(root: Path) -> list[PurePosixPath]:
@@ -222,33 +222,63 @@ def plan_restore(entries: list[Entry], manifest: dict[str, Any], limits: Limits)
     return by_path
 
 
+def check_restore(ws: Workspace, source: Path, limits: Limits = DEFAULT) -> None:
+    """Everything a restore can refuse before writing a byte: a workspace that holds memories, a
+    damaged or mismatched manifest, a member that cannot be restored safely, sizes past the limits,
+    and a damaged zip (every member is read once, within the limits, its bytes checked against the
+    manifest; nothing is kept)."""
+    check_empty(ws)
+    with open_source(source, limits) as (entries, skipped):
+        manifest, by_path = _plan(source, entries, skipped, limits)
+        budget = Budget(limits)
+        for name, want in sorted((f["path"], f) for f in manifest["files"]):
+            size, digest = stream(name, by_path[name].open, want["bytes"], budget, over=_over_manifest)
+            if size != want["bytes"] or digest != want["sha256"]:
+                raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
+
+
+def _plan(
+    source: Path, entries: list[Entry], skipped: list[Skipped], limits: Limits
+) -> tuple[dict[str, Any], dict[str, Entry]]:
+    manifest = read_manifest(entries, limits)
+    if manifest is None:
+        raise BadImport(f"{source} has no {MANIFEST}; it is not an Almanac export")
+    if skipped:
+        raise BadImport(
+            f"{source} has entries that cannot be restored safely: {skipped[0].path} "
+            f"({skipped[0].reason}); nothing was written"
+        )
+    return manifest, plan_restore(entries, manifest, limits)
+
+
+def _over_manifest(cap: int) -> str:
+    return f"it is larger than its manifest says ({cap:,} bytes): a damaged export"
+
+
 def restore(
-    ws: Workspace, source: Path, out: TextIO = sys.stderr, limits: Limits = DEFAULT
+    ws: Workspace,
+    source: Path,
+    out: TextIO = sys.stderr,
+    limits: Limits = DEFAULT,
+    stopping: threading.Event | None = None,
 ) -> dict[str, int]:
     """Put an export's files into an empty workspace, checked against its manifest, all or nothing.
 
     Everything that can be refused from the manifest and the zip's directory is refused before a
     byte is written; then each file is streamed into a staging folder, counted and hashed as it
     arrives (refused the moment it passes its manifest size or a limit), and the staging folder is
-    moved into place only when every file has matched."""
+    moved into place only when every file has matched. ``stopping`` set (the engine is stopping)
+    abandons the restore at its next chunk, before anything is moved (:class:`ImportStopped`)."""
     say = printer(out, "import")
     check_empty(ws)
     with open_source(source, limits) as (entries, skipped):
-        manifest = read_manifest(entries, limits)
-        if manifest is None:
-            raise BadImport(f"{source} has no {MANIFEST}; it is not an Almanac export")
-        if skipped:
-            raise BadImport(
-                f"{source} has entries that cannot be restored safely: {skipped[0].path} "
-                f"({skipped[0].reason}); nothing was written"
-            )
-        by_path = plan_restore(entries, manifest, limits)
+        manifest, by_path = _plan(source, entries, skipped, limits)
         listed = {f["path"]: f for f in manifest["files"]}
         staging = ws.root / f"{STAGING_PREFIX}restore"
         shutil.rmtree(staging, ignore_errors=True)
         say(f"{len(listed)} files to restore")
         tick = ticker(say, len(listed), "checked")
-        budget = Budget(limits)
+        budget = Budget(limits, stopping)
         try:
             for i, (name, entry) in enumerate(sorted(by_path.items()), start=1):
                 want = listed[name]
@@ -256,10 +286,12 @@ def restore(
                 if digest != want["sha256"]:
                     raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
                 tick(i)
-            for top in sorted(p.name for p in staging.iterdir()) if staging.exists() else []:
+            budget.take(0, "the last file")  # a stop that came meanwhile: nothing is moved
+            tops = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
+            for top in tops:
                 if (ws.root / top).exists():
                     raise BadImport(f"{ws.root / top} appeared during the restore; nothing was written")
-            for top in sorted(p.name for p in staging.iterdir()) if staging.exists() else []:
+            for top in tops:
                 os.replace(staging / top, ws.root / top)
             fsio.fsync_dir(ws.root)
         finally:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from engine.errors import BadImport
+from engine.errors import BadImport, ImportStopped
 from engine.index.indexer import MAX_ITEM_BYTES
 
 #: The default of :attr:`Limits.total_bytes`.
@@ -43,6 +44,8 @@ MAX_MEMBERS: Final = 100_000
 #: A member's path: at most this many bytes (UTF-8) and folders deep.
 MAX_PATH_BYTES: Final = 1024
 MAX_PATH_PARTS: Final = 32
+#: One file or folder name (what a Linux file system takes).
+MAX_NAME_BYTES: Final = 255
 CHUNK: Final = 64 * 1024
 #: An end record is in the last 22 bytes of a zip, plus up to 64 KiB of comment.
 _EOCD_SEARCH: Final = 22 + 65_535
@@ -72,13 +75,20 @@ def mib(n: int) -> str:
 
 
 class Budget:
-    """What an import has unpacked so far, against :attr:`Limits.total_bytes`."""
+    """What an import has unpacked so far, against :attr:`Limits.total_bytes`; and whether the
+    engine has begun to stop (``stopping``), which abandons the import at its next chunk."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, stopping: threading.Event | None = None) -> None:
         self.limits = limits
+        self.stopping = stopping
         self.used = 0
 
     def take(self, size: int, name: str) -> None:
+        if self.stopping is not None and self.stopping.is_set():
+            raise ImportStopped(
+                "the engine is stopping (its gateway went away or asked it to), so the import was "
+                "abandoned whole; nothing was written — send it again"
+            )
         self.used += size
         if self.used > self.limits.total_bytes:
             raise BadImport(
@@ -127,6 +137,8 @@ def path_problem(name: str) -> str | None:
         return f"its path is longer than {MAX_PATH_BYTES:,} bytes"
     if name.count("/") >= MAX_PATH_PARTS:
         return f"its path is more than {MAX_PATH_PARTS} folders deep"
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for part in name.split("/")):
+        return f"a name in its path is longer than {MAX_NAME_BYTES} bytes"
     return None
 
 

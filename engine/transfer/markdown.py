@@ -12,10 +12,12 @@ to a staging folder at once, so memory holds one file at a time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,9 +25,8 @@ from typing import TextIO
 
 from engine.errors import BadImport
 from engine.store import fsio, notefile
-from engine.store.workspace import Workspace
-from engine.transfer.archive import STAGING_PREFIX
-from engine.transfer.limits import DEFAULT, Budget, FileTooLarge, Limits, mib
+from engine.store.workspace import STAGING_PREFIX, Workspace
+from engine.transfer.limits import DEFAULT, Budget, FileTooLarge, Limits, mib, stream
 from engine.transfer.limits import read as read_member
 from engine.transfer.progress import printer, ticker
 from engine.transfer.sources import Entry, Skipped, open_source
@@ -68,26 +69,54 @@ def check_target(ws: Workspace, label: str) -> PurePosixPath:
     return folder
 
 
+def _not_read(entry: Entry, limits: Limits) -> str | None:
+    """Why ``entry`` is skipped without being read, or None."""
+    if any(part.startswith(".") for part in entry.path.parts):
+        return "hidden (its name or a folder's starts with '.')"
+    if entry.path.suffix.lower() not in SUFFIXES:
+        return "not Markdown (.md or .markdown)"
+    if entry.size > limits.file_bytes:
+        return _too_large(limits)
+    return None
+
+
+def _too_large(limits: Limits) -> str:
+    return f"larger than {mib(limits.file_bytes)}, the most one note may hold"
+
+
+def check_source(source: Path, limits: Limits = DEFAULT) -> None:
+    """What an import of ``source`` can refuse before writing a byte: more than the import's total
+    (as the zip declares it: a member is never read past its declared size), and a damaged zip
+    (every file that would be read is read once, within the limits; nothing is kept)."""
+    with open_source(source, limits) as (entries, _):
+        wanted = [e for e in sorted(entries, key=lambda e: str(e.path)) if _not_read(e, limits) is None]
+        Budget(limits).take(sum(e.size for e in wanted), "the zip's declared sizes")
+        budget = Budget(limits)
+        for entry in wanted:
+            with contextlib.suppress(FileTooLarge):  # skipped, not refused: the plan says why
+                stream(str(entry.path), entry.open, limits.file_bytes, budget)
+
+
 def plan(
-    entries: list[Entry], label: str, used_ids: set[str], limits: Limits = DEFAULT
+    entries: list[Entry],
+    label: str,
+    used_ids: set[str],
+    limits: Limits = DEFAULT,
+    stopping: threading.Event | None = None,
 ) -> Iterator[Planned | Skipped]:
     """Each file in turn: the note it becomes, read whole (within the limits), or why it is
-    skipped. :class:`BadImport` past the import's total or for a damaged zip."""
+    skipped. :class:`BadImport` past the import's total or for a damaged zip;
+    :class:`~engine.errors.ImportStopped` once ``stopping`` is set."""
     ids = set(used_ids)
     targets: set[PurePosixPath] = set()
     folders: set[PurePosixPath] = set()
-    budget = Budget(limits)
+    budget = Budget(limits, stopping)
+    too_large = _too_large(limits)
     for entry in sorted(entries, key=lambda e: str(e.path)):
         name = str(entry.path)
-        if any(part.startswith(".") for part in entry.path.parts):
-            yield Skipped(name, "hidden (its name or a folder's starts with '.')")
-            continue
-        if entry.path.suffix.lower() not in SUFFIXES:
-            yield Skipped(name, "not Markdown (.md or .markdown)")
-            continue
-        too_large = f"larger than {mib(limits.file_bytes)}, the most one note may hold"
-        if entry.size > limits.file_bytes:
-            yield Skipped(name, too_large)
+        why = _not_read(entry, limits)
+        if why is not None:
+            yield Skipped(name, why)
             continue
         target = IMPORTED / label / entry.path.with_suffix(".md")
         if target in targets or target in folders:
@@ -125,9 +154,15 @@ def plan(
 
 
 def import_markdown(
-    ws: Workspace, source: Path, label: str, out: TextIO = sys.stderr, limits: Limits = DEFAULT
+    ws: Workspace,
+    source: Path,
+    label: str,
+    out: TextIO = sys.stderr,
+    limits: Limits = DEFAULT,
+    stopping: threading.Event | None = None,
 ) -> Report:
-    """Import ``source`` into ``ws`` under ``notes/Imported/<label>/``, all at once at the end."""
+    """Import ``source`` into ``ws`` under ``notes/Imported/<label>/``, all at once at the end
+    (``stopping`` set meanwhile abandons it whole: :class:`~engine.errors.ImportStopped`)."""
     say = printer(out, "import")
     folder = check_target(ws, label)
     staging = ws.root / f"{STAGING_PREFIX}import"
@@ -138,7 +173,7 @@ def import_markdown(
             say(f"{len(entries)} files found in {source}")
             skipped = list(unsafe)
             tick = ticker(say, len(entries), "read")
-            for i, item in enumerate(plan(entries, label, set(ws.notes), limits), start=1):
+            for i, item in enumerate(plan(entries, label, set(ws.notes), limits, stopping), start=1):
                 if isinstance(item, Skipped):
                     skipped.append(item)
                 else:
@@ -146,6 +181,7 @@ def import_markdown(
                     imported.append(item.target)
                 tick(i)
         say(f"copied {len(imported)} of {len(imported)} files")
+        Budget(limits, stopping).take(0, "the last file")  # a stop that came meanwhile: nothing moved
         if imported:
             fsio.ensure_dir((ws.root / folder).parent)
             os.replace(staging, ws.root / folder)
