@@ -218,7 +218,7 @@ def plan_restore(entries: list[Entry], manifest: dict[str, Any], limits: Limits)
         if by_path[name].size != want["bytes"]:
             raise BadImport(f"{name}: the zip and the manifest disagree on its size (a damaged export)")
         total += want["bytes"]
-    Budget(limits).take(total, "the manifest's total")
+    Budget(limits).take(total, "the sizes the manifest declares")
     return by_path
 
 
@@ -286,7 +286,7 @@ def restore(
                 if digest != want["sha256"]:
                     raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
                 tick(i)
-            budget.take(0, "the last file")  # a stop that came meanwhile: nothing is moved
+            budget.take(0, "nothing more")  # a stop that came meanwhile: nothing is moved
             tops = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
             for top in tops:
                 if (ws.root / top).exists():

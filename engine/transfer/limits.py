@@ -71,7 +71,9 @@ DEFAULT: Final = Limits()
 
 
 def mib(n: int) -> str:
-    return f"{n:,} bytes" if n < 1024 * 1024 else f"{n / (1024 * 1024):,.0f} MiB"
+    """``n`` bytes for a message: ``268,435,456 bytes (256 MiB)``, or ``1,000,000 bytes``."""
+    exact = n >= 1024 * 1024 and n % (1024 * 1024) == 0
+    return f"{n:,} bytes ({n // (1024 * 1024):,} MiB)" if exact else f"{n:,} bytes"
 
 
 class Budget:
@@ -92,7 +94,7 @@ class Budget:
         self.used += size
         if self.used > self.limits.total_bytes:
             raise BadImport(
-                f"the upload unpacks to more than {mib(self.limits.total_bytes)} (reached at {name}); "
+                f"the upload unpacks to more than {mib(self.limits.total_bytes)} (counting {name}); "
                 "that is the most one import may hold — split it, or ask the operator to raise "
                 "import_max_unpacked_bytes; nothing was written"
             )

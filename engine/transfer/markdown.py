@@ -90,7 +90,7 @@ def check_source(source: Path, limits: Limits = DEFAULT) -> None:
     (every file that would be read is read once, within the limits; nothing is kept)."""
     with open_source(source, limits) as (entries, _):
         wanted = [e for e in sorted(entries, key=lambda e: str(e.path)) if _not_read(e, limits) is None]
-        Budget(limits).take(sum(e.size for e in wanted), "the zip's declared sizes")
+        Budget(limits).take(sum(e.size for e in wanted), "the sizes the zip declares")
         budget = Budget(limits)
         for entry in wanted:
             with contextlib.suppress(FileTooLarge):  # skipped, not refused: the plan says why
@@ -181,7 +181,7 @@ def import_markdown(
                     imported.append(item.target)
                 tick(i)
         say(f"copied {len(imported)} of {len(imported)} files")
-        Budget(limits, stopping).take(0, "the last file")  # a stop that came meanwhile: nothing moved
+        Budget(limits, stopping).take(0, "nothing more")  # a stop that came meanwhile: nothing moved
         if imported:
             fsio.ensure_dir((ws.root / folder).parent)
             os.replace(staging, ws.root / folder)
