@@ -118,12 +118,13 @@ def read_manifest(entries: list[Entry], limits: Limits = DEFAULT) -> dict[str, A
     try:
         manifest = json.loads(data)
     except ValueError as exc:
-        raise BadImport(f"{MANIFEST} is not valid JSON: {exc}") from None
+        raise BadImport(f"{MANIFEST} is not valid JSON ({exc}); nothing was written") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BadImport(f"{MANIFEST} is not an Almanac export manifest")
+        raise BadImport(f"{MANIFEST} is not an Almanac export manifest; nothing was written")
     if manifest.get("version") != VERSION:
         raise BadImport(
-            f"this export has format version {manifest.get('version')}; this engine reads {VERSION}"
+            f"this export has format version {manifest.get('version')}; this engine reads {VERSION} "
+            "(nothing was written)"
         )
     check_manifest(manifest)
     return manifest
@@ -133,15 +134,15 @@ def check_manifest(manifest: dict[str, Any]) -> None:
     """:class:`BadImport`, saying what is wrong, unless ``files`` is a list of ``{path, bytes,
     sha256}`` (each path once) and ``counts`` maps names to whole numbers."""
     files, tally = manifest.get("files"), manifest.get("counts")
-    bad = f"{MANIFEST} is damaged: "
+    bad, nothing = f"{MANIFEST} is damaged: ", "; nothing was written"
     if not isinstance(files, list):
         raise BadImport(
-            bad + f"'files' must be a list of {{path, bytes, sha256}}, not {type(files).__name__}"
+            bad + f"'files' must be a list of {{path, bytes, sha256}}, not {type(files).__name__}" + nothing
         )
     if not isinstance(tally, dict) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in tally.values()
     ):
-        raise BadImport(bad + "'counts' must map names to whole numbers")
+        raise BadImport(bad + "'counts' must map names to whole numbers" + nothing)
     seen: set[str] = set()
     for n, item in enumerate(files):
         ok = (
@@ -154,9 +155,9 @@ def check_manifest(manifest: dict[str, Any]) -> None:
             and _SHA256.fullmatch(item["sha256"]) is not None
         )
         if not ok:
-            raise BadImport(bad + f"file {n + 1} is not {{path, bytes (a whole number), sha256 (64 hex)}}")
+            raise BadImport(bad + f"file {n + 1} is not {{path, bytes, sha256 (64 hex digits)}}" + nothing)
         if item["path"] in seen:
-            raise BadImport(bad + f"{item['path']} is listed twice")
+            raise BadImport(bad + f"{item['path']} is listed twice" + nothing)
         seen.add(item["path"])
 
 
@@ -214,9 +215,15 @@ def plan_restore(entries: list[Entry], manifest: dict[str, Any], limits: Limits)
     for name, want in sorted(listed.items()):
         cap = file_cap(name, limits)
         if want["bytes"] > cap:
-            raise BadImport(f"{name} is {want['bytes']:,} bytes; the most one file may hold is {mib(cap)}")
+            raise BadImport(
+                f"{name} is {want['bytes']:,} bytes; the most one file may hold is {mib(cap)} "
+                "(the index's limit); nothing was written"
+            )
         if by_path[name].size != want["bytes"]:
-            raise BadImport(f"{name}: the zip and the manifest disagree on its size (a damaged export)")
+            raise BadImport(
+                f"{name}: the zip and the manifest disagree on its size (a damaged export); "
+                "nothing was written"
+            )
         total += want["bytes"]
     Budget(limits).take(total, "the sizes the manifest declares")
     return by_path
@@ -234,7 +241,7 @@ def check_restore(ws: Workspace, source: Path, limits: Limits = DEFAULT) -> None
         for name, want in sorted((f["path"], f) for f in manifest["files"]):
             size, digest = stream(name, by_path[name].open, want["bytes"], budget, over=_over_manifest)
             if size != want["bytes"] or digest != want["sha256"]:
-                raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
+                raise BadImport(f"{name} does not match the manifest (a damaged export); nothing was written")
 
 
 def _plan(
@@ -284,7 +291,9 @@ def restore(
                 want = listed[name]
                 digest = _stage(staging / name, name, entry, want["bytes"], budget)
                 if digest != want["sha256"]:
-                    raise BadImport(f"{name} does not match the manifest (a damaged export); nothing written")
+                    raise BadImport(
+                        f"{name} does not match the manifest (a damaged export); nothing was written"
+                    )
                 tick(i)
             budget.take(0, "nothing more")  # a stop that came meanwhile: nothing is moved
             tops = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
@@ -322,7 +331,10 @@ def _stage(target: Path, name: str, entry: Entry, size: int, budget: Budget) -> 
         handle.flush()
         os.fsync(handle.fileno())
     if got != size:
-        raise BadImport(f"{name} is {got:,} bytes, not the {size:,} its manifest says (a damaged export)")
+        raise BadImport(
+            f"{name} is {got:,} bytes, not the {size:,} its manifest says (a damaged export); "
+            "nothing was written"
+        )
     return digest
 
 
