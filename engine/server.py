@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
     workspace = Workspace(root)
     try:
-        workspace.open()
+        workspace.open(clear_staging=not args.doctor)  # the doctor only reads
     except WorkspaceLocked as exc:
         print(f"almanac engine: {exc.message}", file=sys.stderr)
         return EXIT_LOCKED

@@ -93,6 +93,15 @@ def many_members(count: int) -> bytes:
     return buffer.getvalue()
 
 
+def understated_count(count: int, declared: int = 5) -> bytes:
+    """:func:`many_members` whose end record says it holds only ``declared`` entries (the stdlib's
+    reader goes by the directory's size, not that count)."""
+    data = bytearray(many_members(count))
+    at = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<HH", data, at + 8, declared, declared)
+    return bytes(data)
+
+
 def nested_paths() -> bytes:
     """Markdown: one note 40 folders deep, one whose name is 300 bytes, one whose path is 1,200
     bytes, and one ordinary note."""

@@ -125,11 +125,14 @@ class Workspace:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def open(self) -> None:
-        """Take the directory lock (or raise WorkspaceLocked) and read the store."""
+    def open(self, *, clear_staging: bool = True) -> None:
+        """Take the directory lock (or raise WorkspaceLocked), remove any staging folder an
+        interrupted import left (unless ``clear_staging`` is False: a read-only look), and read
+        the store."""
         self._dir_lock.acquire()
         try:
-            self._clear_staging()
+            if clear_staging:
+                self._clear_staging()
             self.load()
         except BaseException:
             self._dir_lock.release()

@@ -108,9 +108,13 @@ def check_members(count: int, limits: Limits) -> None:
         )
 
 
-def zip_entry_count(path: Path) -> int:
-    """How many entries the zip at ``path`` says it holds, read from its end record (zip64's when
-    there is one) without reading its directory; ``BadImport`` when it has no end record."""
+def zip_entry_count(path: Path, most: int) -> int:
+    """How many entries the zip at ``path`` holds, counted in its central directory without
+    building anything for them (the count stops past ``most``), and never fewer than its end
+    record declares; ``BadImport`` when it has no end record or its directory is damaged.
+
+    The stdlib's reader makes an object for every entry the directory holds, whatever the end
+    record declares, so the count is taken here first."""
     try:
         with open(path, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -120,16 +124,38 @@ def zip_entry_count(path: Path) -> int:
             at = tail.rfind(b"PK\x05\x06")
             if at < 0 or len(tail) - at < 22:
                 raise BadImport("the upload is not a zip file (it has no end record); nothing was written")
-            count = int.from_bytes(tail[at + 10 : at + 12], "little")
+            declared = int.from_bytes(tail[at + 10 : at + 12], "little")
+            directory = int.from_bytes(tail[at + 12 : at + 16], "little")
+            end = start + at  # where the directory ends (before a zip64 record, when there is one)
             locator = at - 20
-            if count == 0xFFFF and locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+            if locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
                 handle.seek(int.from_bytes(tail[locator + 8 : locator + 16], "little"))
                 record = handle.read(56)
-                if record[:4] != b"PK\x06\x06" or len(record) < 40:
+                if record[:4] != b"PK\x06\x06" or len(record) < 48:
                     raise BadImport("the zip's zip64 end record is damaged; nothing was written")
-                count = int.from_bytes(record[32:40], "little")
+                declared = int.from_bytes(record[32:40], "little")
+                directory = int.from_bytes(record[40:48], "little")
+                end = start + locator - 56
+            if declared > most:
+                return declared
+            return max(declared, _walk(handle, end - directory, end, most))
     except OSError as exc:
         raise BadImport(f"the zip cannot be read ({exc}); nothing was written") from None
+
+
+def _walk(handle: IO[bytes], first: int, end: int, most: int) -> int:
+    """Entries of the central directory from ``first`` to ``end``, counted up to ``most + 1``."""
+    if first < 0:
+        raise BadImport("the zip's directory is damaged (it starts before the file); nothing was written")
+    count, at = 0, first
+    while at < end and count <= most:
+        handle.seek(at)
+        header = handle.read(46)
+        if len(header) < 46 or header[:4] != b"PK\x01\x02":
+            raise BadImport("the zip's directory is damaged; nothing was written")
+        sizes = [int.from_bytes(header[k : k + 2], "little") for k in (28, 30, 32)]
+        at += 46 + sum(sizes)
+        count += 1
     return count
 
 

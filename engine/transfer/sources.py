@@ -52,7 +52,7 @@ def open_source(source: Path, limits: Limits) -> Iterator[tuple[list[Entry], lis
     if source.is_dir():
         yield _folder(source)
     elif source.is_file() and zipfile.is_zipfile(source):
-        check_members(zip_entry_count(source), limits)
+        check_members(zip_entry_count(source, limits.members), limits)
         try:
             archive = zipfile.ZipFile(source)
         except DAMAGED as exc:

@@ -119,6 +119,14 @@ def test_a_zip_listing_too_many_entries_is_refused_from_its_end_record(ws: Works
     assert len(done.imported) == 1_001
 
 
+@pytest.mark.req("rel:fuzz")
+def test_an_end_record_that_understates_the_entries_does_not_hide_them(ws: Workspace, tmp_path: Path) -> None:
+    source = upload(tmp_path, A.understated_count(1_001))
+    with pytest.raises(BadImport, match=r"lists 1,001 entries; an import takes at most 1,000"):
+        markdown.import_markdown(ws, source, "Many", out=io.StringIO(), limits=Limits(members=1_000))
+    untouched(ws)
+
+
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_paths_too_deep_or_too_long_are_skipped_with_the_reason(ws: Workspace, tmp_path: Path) -> None:
     done = markdown.import_markdown(ws, upload(tmp_path, A.nested_paths()), "Paths", out=io.StringIO())
