@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, TypeVar
 
 from engine.errors import BadImport, ImportStopped
 from engine.index.indexer import MAX_ITEM_BYTES
@@ -49,6 +49,8 @@ MAX_NAME_BYTES: Final = 255
 CHUNK: Final = 64 * 1024
 #: An end record is in the last 22 bytes of a zip, plus up to 64 KiB of comment.
 _EOCD_SEARCH: Final = 22 + 65_535
+
+T = TypeVar("T")
 
 #: What a damaged zip raises while a member is read (bad CRC, truncated or undecodable data, an
 #: unsupported compression method, a password).
@@ -184,22 +186,27 @@ def stream(
     import's total, or when the archive is damaged."""
     digest = hashlib.sha256()
     size = 0
-    try:
-        with opener() as handle:
-            while chunk := handle.read(CHUNK):
-                size += len(chunk)
-                if size > cap:
-                    why = over(cap) if over else f"it is larger than {mib(cap)}, the most one file may hold"
-                    raise FileTooLarge(f"{name}: {why}; nothing was written")
-                budget.take(len(chunk), name)
-                digest.update(chunk)
-                if sink is not None:
-                    sink(chunk)
-    except DAMAGED as exc:
-        raise BadImport(
-            f"{name} cannot be read from the zip ({exc}): a damaged upload; nothing was written"
-        ) from None
+    with _read_or_refuse(name, opener) as handle:
+        while chunk := _read_or_refuse(name, lambda: handle.read(CHUNK)):
+            size += len(chunk)
+            if size > cap:
+                why = over(cap) if over else f"it is larger than {mib(cap)}, the most one file may hold"
+                raise FileTooLarge(f"{name}: {why}; nothing was written")
+            budget.take(len(chunk), name)
+            digest.update(chunk)
+            if sink is not None:
+                sink(chunk)  # a failure to write is the store's, not the upload's: it propagates
     return size, digest.hexdigest()
+
+
+def _read_or_refuse(name: str, step: Callable[[], T]) -> T:
+    """``step()`` (opening or reading a member); a damaged archive's errors as :class:`BadImport`."""
+    try:
+        return step()
+    except (*DAMAGED, OSError) as exc:
+        raise BadImport(
+            f"{name} cannot be read from the upload ({exc}): a damaged upload; nothing was written"
+        ) from None
 
 
 def read(name: str, opener: Callable[[], IO[bytes]], cap: int, budget: Budget) -> bytes:

@@ -55,7 +55,7 @@ def open_source(source: Path, limits: Limits) -> Iterator[tuple[list[Entry], lis
         check_members(zip_entry_count(source, limits.members), limits)
         try:
             archive = zipfile.ZipFile(source)
-        except DAMAGED as exc:
+        except (*DAMAGED, OSError) as exc:
             raise BadImport(f"the zip's directory cannot be read ({exc}); nothing was written") from None
         with archive:
             yield _zip(archive)
