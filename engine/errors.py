@@ -12,6 +12,8 @@
     ├── Forbidden                    code="forbidden"         the connection may not do this
     │   └── ReadOnly                 code="read_only"
     ├── NotRetired                   code="not_retired"       only a retired memory can be deleted
+    ├── KeptAsIs                     code="kept_as_is"        a note whose frontmatter was not read
+    ├── ImportStopped                code="import_stopped"    the engine stopped mid-import (nothing kept)
     ├── WorkspaceLocked              code="workspace_locked"  another engine serves the directory
     ├── NotAWorkspace                code="not_a_workspace"   an offline command was given another path
     └── StoreUnavailable             code="store_unavailable" the write could not be made durable
@@ -65,6 +67,19 @@ class ReadOnly(Forbidden):
 
 class NotRetired(EngineError):
     code = "not_retired"
+
+
+class KeptAsIs(EngineError):
+    """A note whose frontmatter was past the YAML limits: its file is never rewritten."""
+
+    code = "kept_as_is"
+
+
+class ImportStopped(EngineError):
+    """The engine began to stop (its gateway went away, or asked) while an import was staging:
+    the import was abandoned whole."""
+
+    code = "import_stopped"
 
 
 class WorkspaceLocked(EngineError):

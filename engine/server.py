@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -67,7 +67,7 @@ from engine.surface.notify import TOOL_THREADS
 from engine.surface.protocol import protocol_for
 from engine.surface.replies import Replies
 from engine.tools import Served, build_server
-from engine.transfer import archive, markdown
+from engine.transfer import archive, limits, markdown
 
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
@@ -134,6 +134,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"a memory larger than this is kept in the store but not indexed (default {MAX_ITEM_BYTES:,})",
     )
     parser.add_argument(
+        "--import-max-bytes",
+        type=int,
+        default=limits.MAX_TOTAL_BYTES,
+        metavar="N",
+        help="the most one import or restore may unpack, all files together "
+        f"(default {limits.MAX_TOTAL_BYTES:,}; each file at most --index-max-bytes)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop cleanly when the process that started this one exits (the gateway passes it)",
@@ -150,6 +158,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--dir is required")
     if args.index_max_bytes < 1:
         parser.error("--index-max-bytes must be a positive number of bytes")
+    if args.import_max_bytes < 1:
+        parser.error("--import-max-bytes must be a positive number of bytes")
     for name in ("dir", "socket", "embedder_socket", "export", "import_source"):
         if getattr(args, name):
             setattr(args, name, os.path.expanduser(getattr(args, name)))
@@ -254,7 +264,12 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: 
 
 
 class _Server(uvicorn.Server):
-    """uvicorn re-raises SIGTERM after its graceful shutdown (exit 143); we want a clean 0."""
+    """uvicorn re-raises SIGTERM after its graceful shutdown (exit 143); we want a clean 0.
+    ``on_stop`` runs when a stop is asked for (work in threads can give up at once)."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -264,13 +279,20 @@ class _Server(uvicorn.Server):
         yield
 
     def _stop(self) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
         if self.should_exit:
             self.force_exit = True
         self.should_exit = True
 
 
 def serve_socket(
-    mcp: MCPServer, path: str, admin_routes: Sequence[BaseRoute] = (), *, lean: bool = True
+    mcp: MCPServer,
+    path: str,
+    admin_routes: Sequence[BaseRoute] = (),
+    *,
+    lean: bool = True,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
     sock = _bind(path)
     app = socket_app(mcp, admin_routes, lean=lean)
@@ -287,7 +309,7 @@ def serve_socket(
         access_log=False,
         http=http,
     )
-    server = _Server(config)
+    server = _Server(config, on_stop)
     try:
         server.run(sockets=[sock])
     finally:
@@ -325,18 +347,25 @@ def recall_settings(settings: EngineSettings) -> RecallSettings:
     )
 
 
+def import_limits(args: argparse.Namespace) -> limits.Limits:
+    """How much an import may unpack: each file at most the index's limit, all together at most
+    ``--import-max-bytes``."""
+    return limits.Limits(file_bytes=args.index_max_bytes, total_bytes=args.import_max_bytes)
+
+
 def transfer(workspace: Workspace, args: argparse.Namespace) -> int:
     """``--export`` or ``--import`` on an open (locked) workspace."""
     if args.export:
         archive.export(workspace, Path(args.export).resolve())
         return 0
     source = Path(args.import_source).resolve()
-    if archive.is_export(source):
-        archive.restore(workspace, source)
+    bounds = import_limits(args)
+    if archive.is_export(source, bounds):
+        archive.restore(workspace, source, limits=bounds)
     elif not args.label:
         raise BadImport(f"{source} is not an Almanac export; importing Markdown needs --label NAME")
     else:
-        markdown.import_markdown(workspace, source, args.label)
+        markdown.import_markdown(workspace, source, args.label, limits=bounds)
     return 0
 
 
@@ -361,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
     workspace = Workspace(root)
     try:
-        workspace.open()
+        workspace.open(clear_staging=not args.doctor)  # the doctor only reads
     except WorkspaceLocked as exc:
         print(f"almanac engine: {exc.message}", file=sys.stderr)
         return EXIT_LOCKED
@@ -410,8 +439,15 @@ def main(argv: list[str] | None = None) -> int:
                         settings=loaded,
                         instance_file=args.settings,
                         overrides=overrides,
+                        import_limits=import_limits(args),
                     )
-                    serve_socket(mcp, args.socket, admin.routes(parts), lean=not args.sdk_replies)
+                    serve_socket(
+                        mcp,
+                        args.socket,
+                        admin.routes(parts),
+                        lean=not args.sdk_replies,
+                        on_stop=parts.stopping.set,
+                    )
             finally:
                 ageing.stop()
         finally:

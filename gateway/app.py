@@ -142,6 +142,7 @@ def build(settings: Settings) -> Components:
             restart=restart,
             embedder_socket=embedder.spec.socket if embedder else None,
             engine_settings_file=settings.engine_settings_file,
+            import_max_unpacked_bytes=settings.import_max_unpacked_bytes,
             warm_spare=settings.engine_warm_spare,
         ),
         metrics,

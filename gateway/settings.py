@@ -61,6 +61,7 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = field(default=4 * 1024 * 1024, metadata={"min": 1024})
     import_max_bytes: int = field(default=64 * 1024 * 1024, metadata={"min": 1024})
+    import_max_unpacked_bytes: int = field(default=256 * 1024 * 1024, metadata={"min": 1024})
     rate_limit_per_second: float = field(default=20.0, metadata={"min": 0.01})
     rate_limit_burst: int = field(default=60, metadata={"min": 1})
     trusted_proxies: tuple[str, ...] = ()  # addresses/networks whose X-Forwarded-For is believed

@@ -9,8 +9,9 @@ allowed in this state), built by :func:`refusal` from the engine's one error tre
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
@@ -22,6 +23,7 @@ from engine.index.indexer import Indexer
 from engine.memory import Memory
 from engine.settings import Loaded
 from engine.store.workspace import Workspace
+from engine.transfer.limits import DEFAULT, Limits
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Parts:
     settings: Loaded | None = None  # what this engine runs with (read once, at start)
     instance_file: Path | None = None  # the operator's settings file (--settings), if any
     overrides: Mapping[str, object] | None = None  # command-line settings (--embedding-provider)
+    import_limits: Limits = DEFAULT  # how much an import may unpack (--index-max-bytes, --import-max-bytes)
+    stopping: threading.Event = field(default_factory=threading.Event)  # set once the engine stops
 
 
 def refusal(exc: EngineError) -> JSONResponse:

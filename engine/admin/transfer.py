@@ -22,6 +22,10 @@ recalled at once.
 
 The import runs on its own thread: if the caller goes away mid-way it still finishes (or fails
 as a whole: files are staged and moved into place at the end, so no note is ever half-written).
+If the engine itself begins to stop meanwhile (its gateway went away: ``--exit-with-parent``, or
+asked it to), the import is abandoned whole at its next chunk (``import_stopped``): the engine
+releases the workspace at once instead of finishing work nobody will be told of, and the retry
+imports into a workspace the abandoned import never touched.
 """
 
 from __future__ import annotations
@@ -100,17 +104,22 @@ class _Lines(io.StringIO):
 
 
 def check_upload(parts: Parts, source: Path, label: str | None) -> None:
-    """Refuse, before anything is written, what can be refused without reading the whole upload."""
+    """Refuse, before anything is written, everything that can be refused: not a zip, a bad or
+    used label, a restore into a workspace that holds memories, a damaged or mismatched manifest,
+    sizes past the limits, and a damaged zip (each member that would be read is read once, within
+    the limits, and nothing kept) — so a bad upload is a ``bad_import`` before a stream starts."""
     if not zipfile.is_zipfile(source):
         raise BadImport("the upload is not a zip file; send a .zip of Markdown files or an Almanac export")
-    ws = parts.workspace
+    ws, limits = parts.workspace, parts.import_limits
+    if archive.is_export(source, limits):
+        with ws.lock:
+            archive.check_restore(ws, source, limits)
+        return
+    if not label:
+        raise BadImport("this zip is not an Almanac export; importing Markdown needs a label")
     with ws.lock:
-        if archive.is_export(source):
-            archive.check_empty(ws)
-        elif not label:
-            raise BadImport("this zip is not an Almanac export; importing Markdown needs a label")
-        else:
-            markdown.check_target(ws, label)
+        markdown.check_target(ws, label)
+    markdown.check_source(source, limits)
 
 
 def run_import(
@@ -129,12 +138,14 @@ def run_import(
     check_upload(parts, source, label)
     ws, out = parts.workspace, _Lines(say)
     with ws.lock:
-        if archive.is_export(source):
-            archive.restore(ws, source, out=out)
+        if archive.is_export(source, parts.import_limits):
+            archive.restore(ws, source, out=out, limits=parts.import_limits, stopping=parts.stopping)
             outcome = Outcome("restore", None, [], [], archive.counts(ws), [])
         else:
             assert label is not None  # check_upload refused an unlabelled Markdown zip
-            done = markdown.import_markdown(ws, source, label, out=out)
+            done = markdown.import_markdown(
+                ws, source, label, out=out, limits=parts.import_limits, stopping=parts.stopping
+            )
             outcome = Outcome(
                 "markdown",
                 str(done.folder),

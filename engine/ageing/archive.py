@@ -67,7 +67,7 @@ def sweep(
 ) -> list[str]:
     """Archive every live note that decayed out; returns their ids. Call with nothing held."""
     with ws.lock:
-        live = [r.note for r in ws.notes.values() if r.state is State.LIVE]
+        live = [r.note for r in ws.notes.values() if r.state is State.LIVE and r.note.unread is None]
     moved: list[str] = []
     for note in live:
         aging = aging_of(note, cited(note.id))

@@ -155,8 +155,8 @@ class Citations:
             for memory_id, pending in self._folding.items():
                 with self.ws.lock:
                     record = self.ws.notes.get(memory_id)
-                    if record is None or record.state is State.RETIRED:
-                        continue
+                    if record is None or record.state is State.RETIRED or record.note.unread:
+                        continue  # (a note kept as it is is never rewritten)
                     note = record.note
                     if note.last_cited is not None and pending.last <= note.last_cited:
                         continue

@@ -55,7 +55,11 @@ class Event:
 
 @dataclass(frozen=True)
 class Note:
-    """A note file: frontmatter + body. ``extra`` keeps frontmatter keys we do not own, in order."""
+    """A note file: frontmatter + body. ``extra`` keeps frontmatter keys we do not own, in order.
+
+    ``unread`` says why the file's frontmatter was not read (past the YAML limits of
+    :mod:`engine.store._yaml`): the note is then its body alone, and its file is never rewritten
+    (rewriting would drop the frontmatter); None for every note whose frontmatter was read."""
 
     id: str
     body: str
@@ -68,6 +72,7 @@ class Note:
     citations: int | None = None
     last_cited: datetime | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    unread: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ OWN_KEYS = (
 
 
 def format_note(note: Note) -> str:
+    if note.unread is not None:
+        raise ValueError("this note's frontmatter was not read; writing the note would drop it")
     front: dict[str, Any] = {"id": note.id}
     if note.created is not None:
         front["created"] = format_time(note.created)
@@ -84,12 +86,18 @@ def parse_note(text: str, default_id: str, load: Callable[[str], Any] = _yaml.lo
 
     Raises ``ValueError`` when the frontmatter is present but unreadable. ``load`` parses the
     frontmatter's YAML (a :class:`~engine.store.yamlmemo.YamlMemo`'s when a workspace opens).
+    A frontmatter past the YAML limits (:class:`~engine.store._yaml.Refused`: an alias bomb, too
+    large, too deep) is not read: the note is its body alone, named ``default_id``, with ``unread``
+    saying why.
     """
     front: dict[str, Any] = {}
     block, rest = split_frontmatter(text)
     if block is not None:
         try:
             loaded = load(block) if block else {}
+        except _yaml.Refused as exc:
+            body = rest[:-1] if rest.endswith("\n") else rest
+            return Note(id=default_id, body=body, unread=f"its frontmatter was not read: {exc}")
         except _yaml.YAMLError as exc:
             raise ValueError(f"the frontmatter is not valid YAML: {exc}") from None
         if loaded is None:

@@ -9,6 +9,7 @@ Layout (see docs/store-format.md)::
     logs/YYYY/MM/DD.md            day logs
     .almanac.lock                 held by the engine serving the directory
     .index/ .cache/               derived data, safe to delete
+    .transfer-*/                  an import's staging folder (removed at open if a crash left one)
 
 Directories are created on the first write into them. A note's state is the directory it is in.
 All methods that write must be called with :attr:`Workspace.lock` held (the engine is the one
@@ -20,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
-from engine.errors import StoreUnavailable
+from engine.errors import KeptAsIs, StoreUnavailable
 from engine.store import daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
@@ -38,6 +40,10 @@ log = logging.getLogger("almanac.engine.store")
 FACTS, NOTES, ARCHIVE, RETIRED, LOGS = "facts", "notes", "archive", "retired", "logs"
 #: Derived data beside the store (the embedding cache, the YAML memo): safe to delete, never exported.
 CACHE = ".cache"
+#: An import's staging folders (``.transfer-import``, ``.transfer-restore``): what it writes goes
+#: there first and is moved into place whole at the end, so one a crash left behind holds nothing
+#: that was ever part of the store; it is removed when the workspace opens.
+STAGING_PREFIX = ".transfer-"
 _NOTE_ROOTS = {State.LIVE: Path(NOTES), State.ARCHIVED: Path(ARCHIVE), State.RETIRED: Path(RETIRED, NOTES)}
 _LOG_ROOTS = {State.LIVE: Path(LOGS), State.RETIRED: Path(RETIRED, LOGS)}
 
@@ -119,10 +125,14 @@ class Workspace:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def open(self) -> None:
-        """Take the directory lock (or raise WorkspaceLocked) and read the store."""
+    def open(self, *, clear_staging: bool = True) -> None:
+        """Take the directory lock (or raise WorkspaceLocked), remove any staging folder an
+        interrupted import left (unless ``clear_staging`` is False: a read-only look), and read
+        the store."""
         self._dir_lock.acquire()
         try:
+            if clear_staging:
+                self._clear_staging()
             self.load()
         except BaseException:
             self._dir_lock.release()
@@ -130,6 +140,16 @@ class Workspace:
 
     def close(self) -> None:
         self._dir_lock.release()
+
+    def _clear_staging(self) -> None:
+        """Remove staging folders an interrupted import left (they never hold store data)."""
+        try:
+            found = [p for p in self.root.iterdir() if p.name.startswith(STAGING_PREFIX) and p.is_dir()]
+        except OSError:
+            return
+        for path in found:
+            shutil.rmtree(path, ignore_errors=True)
+            log.warning("removed %s, left by an import that was interrupted", path.name)
 
     def load(self) -> None:
         with self.lock:
@@ -242,6 +262,9 @@ class Workspace:
         if note.id in self.notes:
             self._report(path, [Problem(1, f"note id {note.id} is already used by another file")])
             return
+        if note.unread is not None:
+            why = f"{note.unread}; the note is kept as it is and indexed by its text alone"
+            self._report(path, [Problem(1, why)])
         self.notes[note.id] = NoteRecord(note, rel, state)
         if state is State.LIVE:
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
@@ -350,6 +373,11 @@ class Workspace:
         two copies, never none (the one in ``notes/`` loads; the other is reported).
         """
         record = self.notes[note.id]
+        if record.note.unread is not None or note.unread is not None:
+            raise KeptAsIs(
+                f"{self.note_path(record).relative_to(self.root)} is kept as it is ("
+                f"{record.note.unread or note.unread}); fix its frontmatter by hand, then try again"
+            )
         moved = NoteRecord(note, record.rel, record.state if state is None else state)
         old_path, new_path = self.note_path(record), self.note_path(moved)
         with durable("rewrite the note"):

@@ -12,6 +12,11 @@ Only values that survive the round trip exactly are kept (the types the safe loa
 text, numbers, booleans, null, timestamps, dates, lists and mappings); anything else — a NaN, a
 binary scalar, a set — is parsed afresh every time. A memo written by another YAML library
 version, or unreadable, is ignored. Each start writes back only the blocks it used.
+
+The memo holds only what :func:`engine.store._yaml.load` accepted, so what it walks (encoding,
+decoding, comparing) is bounded by that loader's limits; a block past them (an alias bomb, a
+frontmatter too large) is refused before the memo is asked, and never kept. The walks are
+recursive: the loader's depth limit keeps them far from Python's.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from engine.store import _yaml
 log = logging.getLogger(__name__)
 
 MEMO_NAME: Final = "store-yaml.json"
-FORMAT: Final = 1
+FORMAT: Final = 2  # 2: only blocks within _yaml's limits
 #: What made the parses: a memo from another loader is not used.
 LOADER: Final = f"pyyaml {yaml.__version__} libyaml={yaml.__with_libyaml__}"
 
@@ -122,11 +127,15 @@ class YamlMemo:
         return cls(path, data["blocks"])
 
     def load(self, text: str) -> Any:
-        """``_yaml.load(text)``, from the memo when this exact text was parsed before."""
+        """``_yaml.load(text)``, from the memo when this exact text was parsed before.
+
+        :class:`~engine.store._yaml.Refused` (past the loader's limits) and ``YAMLError`` propagate:
+        nothing is kept for them."""
+        _yaml.check_size(text)  # before hashing a huge key
         if text in self._known:
             data = self._used[text] = self._known[text]
             return decode(data)
-        value = _yaml.load(text)  # a YAMLError propagates: nothing is kept for it
+        value = _yaml.load(text)
         self.parsed += 1
         data = encode(value)
         if (data is not None or value is None) and same(decode(data), value):

@@ -59,6 +59,7 @@ REFUSAL_STATUS = {
     "workspace_locked": 503,
     "store_unavailable": 503,
     "not_retired": 409,
+    "kept_as_is": 409,
 }
 
 ERROR = {

@@ -105,8 +105,8 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                 "description": "An Almanac export is restored into an empty workspace, byte for byte. "
                 "Anything else is Markdown: each .md file becomes a note under Imported/<label>/<its "
                 "path>, frontmatter and wikilinks kept; files that are not Markdown, hidden, symbolic "
-                "links, binary, over 1 MiB, or whose path would leave the folder are skipped and listed "
-                "with the reason. The notes can be recalled as soon as this answers.",
+                "links, binary, over 1,000,000 bytes, or whose path would leave the folder are skipped "
+                "and listed with the reason. The notes can be recalled as soon as this answers.",
                 "security": [{"bearer": []}],
                 "parameters": [
                     {

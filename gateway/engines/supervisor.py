@@ -74,6 +74,7 @@ class SupervisorConfig:
     embedder_socket: Path | None = None
     engine_settings_file: Path | None = None
     warm_spare: bool = True
+    import_max_unpacked_bytes: int | None = None  # passed as --import-max-bytes
 
 
 class State(enum.Enum):
@@ -124,6 +125,8 @@ def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> 
         argv += ["--embedder-socket", str(config.embedder_socket)]
     if config.engine_settings_file is not None:
         argv += ["--settings", str(config.engine_settings_file)]
+    if config.import_max_unpacked_bytes is not None:
+        argv += ["--import-max-bytes", str(config.import_max_unpacked_bytes)]
     return tuple(argv)
 
 
@@ -133,6 +136,8 @@ def spare_argv(config: SupervisorConfig) -> tuple[str, ...]:
         argv += ["--embedder-socket", str(config.embedder_socket)]
     if config.engine_settings_file is not None:
         argv += ["--settings", str(config.engine_settings_file)]
+    if config.import_max_unpacked_bytes is not None:
+        argv += ["--import-max-bytes", str(config.import_max_unpacked_bytes)]
     return tuple(argv)
 
 

@@ -4,8 +4,11 @@ arrives is recalled at once."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import signal
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -185,3 +188,40 @@ def test_an_import_finishes_when_the_caller_leaves_mid_stream(tmp_path: Path) ->
         folder = ws / "notes" / "Imported" / "Left"
         assert len(list(folder.rglob("*.md"))) == 400
         assert not [p for p in ws.iterdir() if p.name.startswith(".transfer-")]  # nothing staged is left
+
+
+@pytest.mark.req("rel:kill", "life:import")
+def test_a_staging_folder_left_by_a_crash_is_removed_at_start(tmp_path: Path) -> None:
+    """kill -9 of the engine mid-import leaves ``.transfer-import/``; the next start removes it, and
+    the import made again arrives once."""
+    ws, sock = tmp_path / "ws", tmp_path / "e.sock"
+    upload = many_notes_zip(3000)
+    staging = ws / ".transfer-import"
+    with socket_engine(ws, sock, "--embedding-provider", "off") as proc:
+
+        def send() -> None:
+            with (
+                contextlib.suppress(httpx.HTTPError),
+                httpx.Client(
+                    transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://localhost", timeout=300
+                ) as http,
+            ):
+                http.post("/admin/import", params={"label": "Big"}, content=upload)
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        deadline = time.monotonic() + 180
+        while not (staging.is_dir() and any(staging.rglob("*.md"))):
+            assert time.monotonic() < deadline, "the import never began staging"
+            time.sleep(0.02)  # poll interval of a bounded wait
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        sender.join(timeout=30)
+    assert staging.is_dir() and not (ws / "notes" / "Imported").exists()  # the crash left it behind
+    with engine_http(ws, tmp_path / "b.sock") as http:
+        assert not staging.exists()
+        assert http.get("/admin/memories", params={"limit": "1"}).json()["items"] == []
+        again = http.post("/admin/import", params={"label": "Big"}, content=upload)
+        assert again.status_code == 200 and len(again.json()["imported"]) == 3000
+    assert [p.name for p in (ws / "notes" / "Imported").iterdir()] == ["Big"]
+    assert len(list((ws / "notes" / "Imported" / "Big").rglob("*.md"))) == 3000

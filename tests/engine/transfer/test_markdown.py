@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.index.indexer import MAX_ITEM_BYTES as MAX_FILE_BYTES
 from engine.store.workspace import Workspace
-from engine.transfer.markdown import MAX_FILE_BYTES
 from tests.engine.support import engine_command, socket_engine
 
 NOTE = (

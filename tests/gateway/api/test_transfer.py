@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.gateway.e2e import Gateway, start_gateway
+from tests.hostile_archives import DAMAGED, nested_paths
 from tests.vaults import NOTES, SKIPPED, vault_zip
 
 pytestmark = pytest.mark.req("gw:rest")
@@ -159,3 +160,23 @@ def test_bad_uploads_say_what_to_fix_and_write_nothing(gateway: Gateway, tmp_pat
     assert refused(not_zip)[:2] == (400, "bad_import") and "not a zip file" in refused(not_zip)[2]
     imported = gateway.workspace_dir(OWNER) / "notes" / "Imported"
     assert not any((imported / name).exists() for name in ("Big", "Text", "b"))
+
+
+@pytest.mark.req("life:import", "rel:fuzz")
+def test_damaged_uploads_are_a_bad_import_that_says_what_is_wrong(gateway: Gateway) -> None:
+    gateway.cli("workspace", "create", "damaged", "--owner", OWNER)
+    token = gateway.token(OWNER, "Damaged script", "--workspace", "damaged")
+    folder = gateway.workspace_dir(OWNER, "damaged")
+    zipped = {"headers": {"Content-Type": "application/zip"}}
+    for kind, (build, words) in sorted(DAMAGED.items()):
+        reply = call(gateway, token, "POST", "/admin/import", content=build(), **zipped)
+        status, code, message = refused(reply)
+        assert (status, code) == (400, "bad_import"), (kind, reply.text)
+        assert words in message and "nothing was written" in message, (kind, message)
+    bomb = call(
+        gateway, token, "POST", "/admin/import", params={"label": "Bomb"}, content=nested_paths(), **zipped
+    )
+    assert bomb.status_code == 200 and len(bomb.json()["skipped"]) == 3  # too deep or long: skipped
+    stored = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert [p for p in stored if not p.startswith(".")] == ["notes/Imported/Bomb/fine.md"]
+    assert not any(p.startswith(".transfer") for p in stored)

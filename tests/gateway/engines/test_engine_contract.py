@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.server import parse_args, parse_assignment
+from engine.index.indexer import MAX_ITEM_BYTES
+from engine.server import import_limits, parse_args, parse_assignment
 from engine.surface.connection import HEADER_CONNECTION, HEADER_READ_ONLY, HEADER_SCOPE, identity_of
+from engine.transfer.limits import Limits
 from gateway.control.store import Principal
 from gateway.edge.headers import identity
 from gateway.engines.spare import assignment_line
@@ -45,6 +47,16 @@ def test_the_engine_parses_the_supervisors_engine_and_spare_argument_lists(tmp_p
     bare = make_config(tmp_path)  # no embedder, no settings file: the lists still parse
     assert parse_args(_engine_args(engine_argv(bare, tmp_path / "b.sock", tmp_path / "b"))).settings is None
     assert parse_args(_engine_args(spare_argv(bare))).await_assignment
+
+
+@pytest.mark.req("rel:fuzz")
+def test_the_operators_unpacked_import_limit_reaches_every_engine(tmp_path: Path) -> None:
+    config = make_config(tmp_path, import_max_unpacked_bytes=5_000_000)
+    for argv in (engine_argv(config, tmp_path / "a.sock", tmp_path / "a"), spare_argv(config)):
+        args = parse_args(_engine_args(argv))
+        assert import_limits(args) == Limits(file_bytes=MAX_ITEM_BYTES, total_bytes=5_000_000)
+    bare = parse_args(_engine_args(engine_argv(make_config(tmp_path), tmp_path / "b.sock", tmp_path / "b")))
+    assert import_limits(bare) == Limits()
 
 
 def test_the_engine_reads_the_spares_assignment_line(tmp_path: Path) -> None:

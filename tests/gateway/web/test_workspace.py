@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from markupsafe import escape
 from playwright.sync_api import Page, expect
 
 from gateway import layout
@@ -26,6 +27,7 @@ from tests.gateway.web.conftest import Site, csrf_of, running_site, site_in_thre
 from tests.gateway.web.test_account import sign_up
 from tests.gateway.web.test_erase import make_token
 from tests.gateway.web.test_pages import PASSWORD, assert_accessible
+from tests.hostile_archives import DAMAGED
 from tests.vaults import NOTES, SKIPPED, many_notes_zip, vault_zip
 
 EMAIL = "wren@example.com"
@@ -136,6 +138,21 @@ async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_p
         assert forged.status_code == 403
         assert not (folder / "notes" / "Imported").exists()
         assert "workspace.import" not in [e.kind for e in site.store.audit_events(owner_id=owner.id)]
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:import", "rel:fuzz")
+async def test_a_damaged_upload_is_refused_on_the_page_with_what_is_wrong(tmp_path: Path) -> None:
+    async with running_site(tmp_path / "data") as site, site.client() as client:
+        await sign_up(client, EMAIL)
+        owner = site.store.owner_by_email(EMAIL)
+        folder = layout.workspace_dir(tmp_path / "data", site.store.workspaces(owner.id)[0].id)
+        for kind, (build, words) in sorted(DAMAGED.items()):
+            upload = {"archive": (f"{kind}.zip", build(), "application/zip")}
+            reply = await client.post("/workspace/import", data=await import_form(client), files=upload)
+            assert reply.status_code == 400, (kind, reply.text[:300])
+            assert str(escape(words)) in reply.text and "nothing was written" in reply.text, kind
+        assert [p for p in store_files(folder) if not p.startswith("settings")] == []
 
 
 @pytest.mark.anyio
