@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from engine.ageing.archive import BANNER
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed.recent import DEFAULT_SIZE as RECENT_QUERIES
 from engine.embed.recent import RecentQueries
@@ -29,6 +28,7 @@ from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
 from engine.scope import Caller, read_scope, shown
 from engine.settings import Loaded
+from engine.store.cold import BANNER
 
 log = logging.getLogger("almanac.engine.recall")
 

@@ -27,7 +27,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from engine.errors import StoreUnavailable
-from engine.store import daylog, erasure, fsio, ids, ledger, notefile
+from engine.store import cold, daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
@@ -242,6 +242,8 @@ class Workspace:
         if note.id in self.notes:
             self._report(path, [Problem(1, f"note id {note.id} is already used by another file")])
             return
+        if state is State.ARCHIVED:  # the banner travels with cold content, whoever moved it
+            note = cold.bannered(note)
         self.notes[note.id] = NoteRecord(note, rel, state)
         if state is State.LIVE:
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
@@ -331,7 +333,8 @@ class Workspace:
 
     def move_note(self, note_id: str, state: State) -> NoteRecord:
         record = self.notes[note_id]
-        moved = NoteRecord(record.note, record.rel, state)
+        note = cold.bannered(record.note) if state is State.ARCHIVED else record.note
+        moved = NoteRecord(note, record.rel, state)
         with durable("move the note"):
             fsio.move_durable(self.note_path(record), self.note_path(moved))
         self.notes[note_id] = moved

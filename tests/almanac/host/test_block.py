@@ -72,3 +72,23 @@ def test_a_shorter_memory_still_fits_after_a_long_one_does_not() -> None:
 )
 def test_nothing_relevant_gives_no_block(context: dict[str, Any]) -> None:
     assert memory_block(context) == ""
+
+
+@pytest.mark.req("life:archive")
+def test_an_archived_memory_starts_with_its_banner_once() -> None:
+    banner = "> **⚠️ From cold storage — this was true at one time, but it may not be true now.**"
+    context = {
+        "facts": [],
+        "notes": [
+            {"text": "later words of a long archived note", "archived": True, "banner": banner},
+            {"text": f"{banner}\n> Archived 2026-08-28; unverified since.\n\nFirst words", "archived": True},
+            {"text": "an old engine's archived item", "archived": True},
+            {"text": "a live memory"},
+        ],
+        "relevant": True,
+    }
+    block = memory_block(context)
+    assert f"- {banner}\n  later words of a long archived note\n" in block
+    assert block.count(banner) == 3  # each archived memory once, the live one never
+    assert f"- {banner}\n  an old engine's archived item\n" in block
+    assert "- a live memory\n" in block
