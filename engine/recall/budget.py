@@ -211,17 +211,18 @@ def smallest(item: dict[str, Any]) -> int:
     return json_tokens(last) + 1
 
 
-def fit(reply: dict[str, Any], budget: int, keep: str | None) -> dict[str, Any]:
-    """``reply`` trimmed until its compact JSON fits ``budget`` tokens: the named dropped ids go
-    first, then notes in :func:`drop_order` (the note ``keep`` last), then facts, worst first;
-    ``keep`` is then cut (:func:`cut_forms`) before it goes. Every round takes something away, so
-    this ends; a reply that fits is returned as it is."""
+def fit(reply: dict[str, Any], budget: int, keep: str | None) -> tuple[dict[str, Any], int]:
+    """``reply`` trimmed until its compact JSON fits ``budget`` tokens, and its tokens: the named
+    dropped ids go first, then notes in :func:`drop_order` (the note ``keep`` last), then facts,
+    worst first; ``keep`` is then cut (:func:`cut_forms`) before it goes. Every round takes
+    something away, so this ends; a reply that fits is returned as it is (one serialisation)."""
     facts, notes = list(reply["facts"]), list(reply["notes"])
     ids, count = list(reply["dropped"]["ids"]), reply["dropped"]["count"]
     while True:
         out = {**reply, "facts": facts, "notes": notes, "dropped": {"count": count, "ids": ids}}
-        if json_tokens(out) <= budget:
-            return out
+        used = json_tokens(out)
+        if used <= budget:
+            return out, used
         if ids:
             ids.pop()
             continue
@@ -234,11 +235,11 @@ def fit(reply: dict[str, Any], budget: int, keep: str | None) -> dict[str, Any]:
             facts = facts[:-1]
         elif notes:
             (note,) = notes
-            spare = json_tokens(out) - budget
+            spare = used - budget
             smaller = squeeze(note, json_tokens(note) + 1 - spare)
             notes = [smaller] if smaller is not None else []
             if smaller is None:
                 keep = None
         else:
-            return out  # the envelope alone: the smallest reply there is
+            return out, used  # the envelope alone: the smallest reply there is
         count += 1 if (len(facts) + len(notes)) < (len(out["facts"]) + len(out["notes"])) else 0

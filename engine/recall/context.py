@@ -199,7 +199,10 @@ class Recall:
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
         found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)[:limit]
         if floor > 0:  # the floor: a match this weak is never listed, however fresh or important
-            found = tuple(h for h in found if _match(query, h, known) >= floor)
+            # (its meaning alone clears it for most hits: the coverage is worked out for the rest)
+            found = tuple(
+                h for h in found if confidence(0.0, h.cosine) >= floor or _match(query, h, known) >= floor
+            )
         graph = sorted(graph_hits(self.db, found, visible, query), key=lambda h: -h.score)
         hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
@@ -322,7 +325,7 @@ class Recall:
         if plan.squeeze is not None:
             squeezed = [B.squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
             notes = [n for n in squeezed if n is not None]
-        reply = B.fit(
+        reply, used = B.fit(
             {
                 **envelope,
                 "facts": [by_id[i] for i in plan.facts],
@@ -332,7 +335,7 @@ class Recall:
             budget,
             newest,
         )
-        reply["tokens"] = B.json_tokens(reply)  # counted with ``tokens`` = budget: never less than it uses
+        reply["tokens"] = used  # counted with ``tokens`` = budget: never less than the reply uses
         if self.ageing is not None:
             self.ageing.after_context(
                 reply,

@@ -107,3 +107,46 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
             {notes[protected].id} if protected is not None else set()
         )
         assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
+
+
+def _item(i: int, text: str, reason: str = "both") -> dict[str, object]:
+    return {
+        "id": f"nte_{i:02d}",
+        "kind": "note",
+        "text": text,
+        "score": 1.0 - i / 100,
+        "reason": reason,
+        "tags": [],
+    }
+
+
+@pytest.mark.req("recall:budget-order")
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=400), max_size=8),
+    ids=st.integers(0, 25),
+    budget=st.integers(40, 1500),
+)
+def test_fit_trims_a_reply_until_it_fits_keeping_the_protected_note_last(
+    texts: list[str], ids: int, budget: int
+) -> None:
+    notes = [_item(i, t, ("keyword", "both")[i % 2]) for i, t in enumerate(texts)]
+    reply = {
+        "facts": [_item(90, "a fact " * 30, "fact")],
+        "notes": notes,
+        "retrieval": "hybrid",
+        "relevant": True,
+        "tokens": budget,
+        "dropped": {"count": ids, "ids": [f"nte_x{i:02d}" for i in range(min(ids, B.MAX_DROPPED_IDS))]},
+    }
+    keep = notes[-1]["id"] if notes else None
+    out, used = B.fit(reply, budget, keep)
+    assert used == B.json_tokens(out) <= budget  # the envelope alone fits every budget here
+    assert out["dropped"]["count"] == ids + (1 + len(notes)) - len(out["facts"]) - len(out["notes"])
+    if B.json_tokens(reply) <= budget:
+        assert out == reply  # a reply that fits is left as it is
+    if len(out["facts"]) + len(out["notes"]) < 1 + len(notes):
+        assert out["dropped"]["ids"] == []  # the named ids went before any item
+    kept = [n for n in out["notes"] if n["id"] == keep]
+    if kept and kept[0] != notes[-1]:  # the protected note was cut: it is all that is left
+        assert out["notes"] == kept and out["facts"] == [] and kept[0]["cut"] is True
