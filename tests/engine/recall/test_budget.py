@@ -4,6 +4,7 @@ matches; the reply keeps the ranking's order. Properties of ``engine.recall.budg
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -109,7 +110,7 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
         assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
 
 
-def _item(i: int, text: str, reason: str = "both") -> dict[str, object]:
+def _item(i: int, text: str, reason: str = "both") -> dict[str, Any]:
     return {
         "id": f"nte_{i:02d}",
         "kind": "note",
