@@ -277,9 +277,13 @@ def fts_reference(conv: Conversation) -> list[tuple[int, tuple[float, float, flo
     return out
 
 
-def context_turns(recall: Recall, built: Built, question: str, limit: int = 10) -> list[str]:
-    """The turns of the first ``limit`` notes ``get_context`` returns (largest budget), in its order."""
-    reply = recall.get_context(CALLER, question, max_tokens=recall.settings.max_tokens_limit)
+def context_reply(recall: Recall, question: str) -> dict[str, Any]:
+    """``get_context`` with the largest budget."""
+    return recall.get_context(CALLER, question, max_tokens=recall.settings.max_tokens_limit)
+
+
+def context_turns(built: Built, reply: dict[str, Any], limit: int = 10) -> list[str]:
+    """The turns of the first ``limit`` notes of a ``get_context`` reply, in its order."""
     out: list[str] = []
     for note in reply["notes"][:limit]:
         out.extend(built.dia_of.get(note["id"], []))
@@ -306,6 +310,7 @@ def evaluate(
     ``context``, also recall@10 of what ``get_context`` returns. ``qvecs``: :func:`query_vectors`."""
     halves = {"A": Tally(), "B": Tally(), "all": Tally(), "get_context": Tally()}
     own_true = wrong_false = asked = 0
+    own_listed = wrong_listed = wrong_empty = 0  # get_context's items (facts and notes)
     for i, b in enumerate(built):
         recall = Recall(b.indexer, settings)
         j = (i + 1) % len(built)
@@ -316,7 +321,13 @@ def evaluate(
             halves["all"].add(q.category, values)
             halves["A" if b.conv.sample_id in HALF_A else "B"].add(q.category, values)
             if context:
-                halves["get_context"].add(q.category, scores(context_turns(recall, b, q.text), q.evidence))
+                reply = context_reply(recall, q.text)
+                halves["get_context"].add(q.category, scores(context_turns(b, reply), q.evidence))
+                own_listed += len(reply["facts"]) + len(reply["notes"])
+                if len(built) > 1:
+                    miss = context_reply(other, q.text)
+                    wrong_listed += len(miss["facts"]) + len(miss["notes"])
+                    wrong_empty += not (miss["facts"] or miss["notes"])
             asked += 1
             own_true += recall.search(q.text, limit=10, qvec=qvecs.get((i, q.text))).relevant
             if len(built) > 1:
@@ -326,6 +337,12 @@ def evaluate(
         "own_relevant_true": round(100 * own_true / max(asked, 1), 1),
         "wrong_relevant_false": round(100 * wrong_false / max(asked, 1), 1) if len(built) > 1 else None,
     }
+    if context:  # what get_context lists: asked of the question's own conversation, and of another
+        result["listed"] = {
+            "own": round(own_listed / max(asked, 1), 2),
+            "wrong": round(wrong_listed / max(asked, 1), 2) if len(built) > 1 else None,
+            "wrong_empty": round(100 * wrong_empty / max(asked, 1), 1) if len(built) > 1 else None,
+        }
     return result
 
 
@@ -391,10 +408,12 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
         root = Path(tmp) if args.keep is None else args.keep / f"{args.mode}-{layout}"
         built = build_all(convs, root, args.mode, embedder, cache, keep=args.keep is not None)
         t0 = time.perf_counter()
-        qvecs = query_vectors(built, RecallSettings())
+        settings = RecallSettings() if args.floor is None else RecallSettings(match_floor=args.floor)
+        qvecs = query_vectors(built, settings)
         embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
         t1 = time.perf_counter()
-        result = evaluate(built, RecallSettings(), qvecs, context=not args.no_context)
+        result = evaluate(built, settings, qvecs, context=not args.no_context)
+        result["match_floor"] = settings.match_floor
         calls = 3 + (0 if args.no_context else 1)
         result["ms_per_question"] = round(
             (time.perf_counter() - t1) * 1000 / max(result["all"]["n"], 1) / calls, 2
@@ -422,10 +441,19 @@ def report(result: dict[str, Any]) -> str:
     if result["get_context"]["n"]:
         rows["get_context (first 10 notes)"] = result["get_context"]
     hm = result["honest_miss"]
+    listed = result.get("listed")
+    padding = (
+        f"get_context (match_floor {result['match_floor']}) lists {listed['own']} items per question "
+        f"asked of its own conversation, {listed['wrong']} asked of another ({listed['wrong_empty']}% "
+        "of those list nothing)\n"
+        if listed
+        else ""
+    )
     return (
         table(rows) + f"\n\nhonest miss: own conversation relevant=true {hm['own_relevant_true']}%, "
         f"wrong conversation relevant=false {hm['wrong_relevant_false']}%\n"
-        f"search {result['ms_per_question']} ms/question "
+        + padding
+        + f"search {result['ms_per_question']} ms/question "
         f"(+ {result['query_embedding_ms']} ms query embedding)\n"
     )
 
@@ -475,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
         "(to re-measure ranking changes without rebuilding; delete it after a write-side change)",
     )
     parser.add_argument("--no-context", action="store_true", help="skip the get_context measurement")
+    parser.add_argument(
+        "--floor", type=float, help="get_context's match_floor for this run (default: the engine's)"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     args.path = args.path or locomo_path()

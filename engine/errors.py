@@ -7,6 +7,7 @@
     │   ├── TooLong                  code="too_long"
     │   ├── BadScope                 code="bad_scope"
     │   ├── BadDate                  code="bad_date"
+    │   ├── BadArgument              code="invalid_argument"  a value outside what the tool's schema allows
     │   └── BadImport                code="bad_import"        a bad import/export source, label or target
     ├── NotFound                     code="not_found"         no memory has that id
     ├── Forbidden                    code="forbidden"         the connection may not do this
@@ -47,6 +48,12 @@ class BadScope(InvalidInput):
 
 class BadDate(InvalidInput):
     code = "bad_date"
+
+
+class BadArgument(InvalidInput):
+    """A value the tool's published schema does not allow (the same code as a schema failure)."""
+
+    code = "invalid_argument"
 
 
 class BadImport(InvalidInput):

@@ -12,11 +12,11 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from engine.ageing.archive import without_banner
 from engine.errors import Forbidden, InvalidInput, NotFound, NotRetired, ReadOnly
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.scope import Caller, changeable, read_scope, visible, within, write_scope
 from engine.store import ids
+from engine.store.cold import without_banner
 from engine.store.facts import FactRecord
 from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
 from engine.store.text import (

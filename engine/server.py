@@ -342,6 +342,7 @@ def recall_settings(settings: EngineSettings) -> RecallSettings:
         facts_for_query=settings.facts_limit,
         notes_limit=settings.notes_limit,
         min_match_score=settings.min_match_score,
+        match_floor=settings.match_floor,
         include_archived=settings.include_archived,
         semantic=settings.embedding_provider != "off",
     )

@@ -49,6 +49,7 @@ class EngineSettings:
     max_tokens_default: int = field(default=800, metadata={"min": 100, "max": 4000})
     facts_share: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
     min_match_score: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
+    match_floor: float = field(default=0.2, metadata={"min": 0.0, "max": 1.0})
     notes_limit: int = field(default=20, metadata={"min": 1, "max": 50})
     facts_limit: int = field(default=12, metadata={"min": 1, "max": 50})
     # embeddings (SPEC §8)

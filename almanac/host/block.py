@@ -3,7 +3,10 @@
 Memories are context, not quotations: the block tells the model to use them and not to cite them
 unless asked. One memory is cut at ``max_item_chars``; the block never exceeds ``max_block_chars``.
 A reply that Almanac marks not relevant (nothing closely matched) gives no block at all: supplying
-the nearest-but-wrong memories confidently is worse than supplying none.
+the nearest-but-wrong memories confidently is worse than supplying none. The block holds only what
+``get_context`` listed, and that is never a memory below its match floor (``match_floor``). A
+memory from cold storage (``archived``) starts with its cold-storage banner, whichever part of it
+was found.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ PREAMBLE = (
     "context; do not cite or mention them unless the user asks."
 )
 CUT_MARK = "…"
+#: The banner's first line, for an archived item that does not carry its own ``banner``.
+COLD = "> **⚠️ From cold storage — this was true at one time, but it may not be true now.**"
 _OPEN, _CLOSE = "<memory>", "</memory>"
 
 
@@ -34,8 +39,15 @@ def texts(context: Mapping[str, Any]) -> Iterator[str]:
             continue
         for item in items:
             text = item.get("text") if isinstance(item, Mapping) else None
-            if isinstance(text, str) and text.strip():
-                yield text.strip()
+            if not isinstance(text, str) or not text.strip():
+                continue
+            text = text.strip()
+            if item.get("archived") is True:  # cold content never travels without its banner
+                banner = item.get("banner")
+                banner = banner.strip() if isinstance(banner, str) and banner.strip() else COLD
+                if not text.startswith(banner.split("\n", 1)[0]):
+                    text = f"{banner}\n{text}"
+            yield text
 
 
 def memory_block(

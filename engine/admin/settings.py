@@ -44,6 +44,7 @@ HELP: dict[str, str] = {
     "max_tokens_default": "get_context's token budget when the caller does not give one.",
     "facts_share": "The share of get_context's budget that facts may take (0 to 1).",
     "min_match_score": "Match confidence a search needs to count as relevant (0 to 1).",
+    "match_floor": "Match confidence below which get_context never lists a memory (0 to 1).",
     "notes_limit": "Notes one search may return.",
     "facts_limit": "Facts one search may return.",
     "embedding_provider": "How memories are embedded: local model, Vertex AI, or off (keywords only).",
@@ -59,7 +60,14 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Ageing", ("half_life_days", "include_archived")),
     (
         "Recall (get_context)",
-        ("max_tokens_default", "facts_share", "min_match_score", "notes_limit", "facts_limit"),
+        (
+            "max_tokens_default",
+            "facts_share",
+            "min_match_score",
+            "match_floor",
+            "notes_limit",
+            "facts_limit",
+        ),
     ),
     (
         "Embeddings",

@@ -21,36 +21,17 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from engine.ageing import decay
-from engine.store.model import Note, State, format_time
+from engine.store.cold import BANNER, with_banner, without_banner
+from engine.store.model import Note, State
 from engine.store.workspace import Workspace
 
 log = logging.getLogger("almanac.engine.ageing")
 
-BANNER = "> **⚠️ From cold storage — this was true at one time, but it may not be true now.**"
-_SECOND = "> Archived {when}; unverified since. Reason: {reason}."
+__all__ = ["BANNER", "Sweeper", "aging_of", "reason_decayed", "sweep", "with_banner", "without_banner"]
 
 
 def reason_decayed(score: float, age_days: float) -> str:
     return f"decayed out (score {score:.3f} after {int(age_days)}d)"
-
-
-def with_banner(body: str, when: datetime, reason: str) -> str:
-    """``body`` with the cold-storage banner as its first lines (an old banner is replaced)."""
-    head = f"{BANNER}\n{_SECOND.format(when=format_time(when), reason=reason)}\n\n"
-    return head + without_banner(body)
-
-
-def without_banner(body: str) -> str:
-    """``body`` with a leading cold-storage banner (and the blank line after it) taken off."""
-    lines = body.split("\n")
-    if not lines or lines[0] != BANNER:
-        return body
-    at = 1
-    while at < len(lines) and lines[at].startswith(">"):
-        at += 1
-    if at < len(lines) and not lines[at].strip():
-        at += 1
-    return "\n".join(lines[at:])
 
 
 def aging_of(note: Note, cited: datetime | None = None) -> decay.Aging:

@@ -41,7 +41,7 @@ from engine.index import mentions, schema, voices
 from engine.index.db import IndexDB
 from engine.index.signature import Signature, clean_mark, code_digest, mark_holds, store_signature
 from engine.index.vectors import contextual_vector
-from engine.store import ids
+from engine.store import cold, ids
 from engine.store.model import State
 from engine.store.workspace import CACHE, Workspace
 
@@ -66,7 +66,7 @@ STOP_TIMEOUT_S = 2.0
 
 #: The code that turns the store's files into rows: a clean stop's mark names it, so rows made by
 #: other code are reconciled at the next start.
-_ROW_CODE = code_digest((D, mentions, schema, voices, words))
+_ROW_CODE = code_digest((D, mentions, schema, voices, words, cold))
 
 
 class _Halted(Exception):

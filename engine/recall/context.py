@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.ageing.archive import BANNER
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed.recent import DEFAULT_SIZE as RECENT_QUERIES
 from engine.embed.recent import RecentQueries
-from engine.errors import InvalidInput
+from engine.errors import BadArgument
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
 from engine.recall import budget as B
@@ -24,11 +23,12 @@ from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person, parse_query, quote, without_names
-from engine.recall.relevance import MIN_MATCH_SCORE, confidence, query_confidence
+from engine.recall.relevance import MATCH_FLOOR, MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
 from engine.recall.search import KEYWORD_BUDGET, Hit, QVec, graph_hits, rank_chunks
 from engine.scope import Caller, Limit, read_scope, shown
 from engine.settings import Loaded
+from engine.store.cold import BANNER
 
 log = logging.getLogger("almanac.engine.recall")
 
@@ -44,6 +44,7 @@ class RecallSettings:
     notes_limit: int = 20
     nearest_on_miss: int = 10  # as many as the first ten of a hit: a missed match still shows
     min_match_score: float = MIN_MATCH_SCORE
+    match_floor: float = MATCH_FLOOR  # get_context lists no search match below it (recall:honest-miss)
     fact_min_cosine: float = 0.5
     include_archived: bool = False
     semantic: bool = True  # False: keyword search only
@@ -147,11 +148,13 @@ class Recall:
         include_archived: bool = False,
         limit: int | None = None,
         qvec: QVec | Callable[[], QVec] = None,
+        floor: float = 0.0,
     ) -> Searched:
-        """Notes and log entries for ``text``, best first (what ``get_context`` packs)."""
+        """Notes and log entries for ``text``, best first (what ``get_context`` packs); with a
+        ``floor``, no match whose confidence is below it (nor graph items linked from one)."""
         query = parse_query(text)
         within = None if scope is None else Limit(scope)
-        return self._search(query, within, include_archived, limit, qvec, self._known_names(query))
+        return self._search(query, within, include_archived, limit, qvec, self._known_names(query), floor)
 
     def _search(
         self,
@@ -161,6 +164,7 @@ class Recall:
         limit: int | None,
         qvec: QVec | Callable[[], QVec],
         known: set[str],
+        floor: float = 0.0,
     ) -> Searched:
         """``known``: the names of ``query`` this workspace knows (:meth:`_known_names`)."""
         if query.empty:
@@ -188,16 +192,18 @@ class Recall:
         else:
             retrieval = "keyword" if ranked.keyword else "facts"
         # ``known``: whom the query is about, covered by every memory
-        best = [
-            confidence(_coverage(query.terms, h, known) if known else h.lexical, h.cosine)
-            for h in ranked.hits[:5]
-        ]
+        best = [_match(query, h, known) for h in ranked.hits[:5]]
         conf = query_confidence(best, len(query.names) - len(known), len(query.names))
         decay_of = None
         if self.ageing is not None:
             ageing, now = self.ageing, self.ageing.clock()
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
         found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)[:limit]
+        if floor > 0:  # the floor: a match this weak is never listed, however fresh or important
+            # (its meaning alone clears it for most hits: the coverage is worked out for the rest)
+            found = tuple(
+                h for h in found if confidence(0.0, h.cosine) >= floor or _match(query, h, known) >= floor
+            )
         graph = sorted(graph_hits(self.db, found, visible, query), key=lambda h: -h.score)
         hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
@@ -260,21 +266,31 @@ class Recall:
         limit = read_scope(caller, scope)
         budget = settings.max_tokens_default if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int):
-            raise InvalidInput("max_tokens must be a whole number of tokens")
-        if not settings.min_tokens <= budget <= settings.max_tokens_limit:
-            raise InvalidInput(
-                f"max_tokens {budget} is out of range: use {settings.min_tokens} to "
-                f"{settings.max_tokens_limit} (default {settings.max_tokens_default})"
+            raise BadArgument("max_tokens must be a whole number of tokens")
+        if budget < settings.min_tokens:
+            raise BadArgument(
+                f"max_tokens {budget} is below the minimum, {settings.min_tokens} (the smallest budget "
+                f"a reply is packed into): use {settings.min_tokens} to {settings.max_tokens_limit} "
+                f"(default {settings.max_tokens_default})"
+            )
+        if budget > settings.max_tokens_limit:
+            raise BadArgument(
+                f"max_tokens {budget} is above the maximum, {settings.max_tokens_limit}: use "
+                f"{settings.min_tokens} to {settings.max_tokens_limit} "
+                f"(default {settings.max_tokens_default})"
             )
         archived = settings.include_archived if include_archived is None else include_archived
         parsed = parse_query(query)
         known = self._known_names(parsed)
         qvec = self._start_embedding(parsed, known)
         fact_keywords = self.fact_keywords(parsed)  # needs no vector: searched while it is made
-        searched = self._search(parsed, limit, archived, None, qvec, known)
+        floor = settings.match_floor
+        searched = self._search(parsed, limit, archived, None, qvec, known, floor)
         facts = self.facts(parsed, qvec(), limit, fact_keywords)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
+        if not parsed.empty:
+            facts = [f for f in facts if f.confidence >= floor]
         if not parsed.empty and not relevant:
             hits = [h for h in hits if h.reason != "graph"][: settings.nearest_on_miss]
         fact_items = [self._fact_item(f) for f in facts]
@@ -285,36 +301,43 @@ class Recall:
             "notes": [],
             "retrieval": searched.retrieval if not parsed.empty else "facts",
             "relevant": relevant,
-            "tokens": budget,
+            "tokens": budget,  # the reply's own count is never more: as many digits at most
             "dropped": {"count": len(fact_items) + len(note_items), "ids": []},
         }
+        room = budget - B.json_tokens(envelope)
+        notes_room = room - int(room * settings.facts_share)
+
+        def entry(item: dict[str, Any]) -> B.Entry:
+            tokens = B.json_tokens(item) + 1
+            if item["id"] != newest:
+                return B.Entry(item["id"], tokens, item["score"], item["reason"])
+            # its smallest cut form is reserved before facts; worked out only when it may matter
+            least = B.smallest(item) if tokens > notes_room else tokens
+            return B.Entry(item["id"], tokens, item["score"], item["reason"], True, least)
+
         plan = B.pack(
             [B.Entry(i["id"], B.json_tokens(i) + 1, i["score"], "fact") for i in fact_items],
-            [
-                B.Entry(i["id"], B.json_tokens(i) + 1, i["score"], i["reason"], i["id"] == newest)
-                for i in note_items
-            ],
-            budget - B.json_tokens(envelope),
+            [entry(i) for i in note_items],
+            room,
             facts_share=settings.facts_share,
             max_facts=len(fact_items),
         )
         by_id = {i["id"]: i for i in fact_items + note_items}
         notes = [by_id[i] for i in plan.notes]
-        dropped, dropped_ids = len(plan.dropped), list(plan.listed)
         if plan.squeeze is not None:
-            squeezed = [self._squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
+            squeezed = [B.squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
             notes = [n for n in squeezed if n is not None]
-            if len(notes) < len(squeezed):  # not even a cut of it fits: it is dropped after all
-                dropped += 1
-                if len(dropped_ids) < B.MAX_DROPPED_IDS and B.json_tokens(plan.squeeze[0]) < plan.squeeze[1]:
-                    dropped_ids.append(plan.squeeze[0])
-        reply = {
-            **envelope,
-            "facts": [by_id[i] for i in plan.facts],
-            "notes": notes,
-            "dropped": {"count": dropped, "ids": dropped_ids},
-        }
-        reply["tokens"] = B.json_tokens(reply)
+        reply, used = B.fit(
+            {
+                **envelope,
+                "facts": [by_id[i] for i in plan.facts],
+                "notes": notes,
+                "dropped": {"count": len(by_id) - len(plan.facts) - len(notes), "ids": list(plan.listed)},
+            },
+            budget,
+            newest,
+        )
+        reply["tokens"] = used  # counted with ``tokens`` = budget: never less than the reply uses
         if self.ageing is not None:
             self.ageing.after_context(
                 reply,
@@ -325,23 +348,6 @@ class Recall:
                 connection_id=caller.connection_id,
             )
         return reply
-
-    @staticmethod
-    def _squeeze(item: dict[str, Any], allowance: int) -> dict[str, Any] | None:
-        """``item`` with its text cut until it fits ``allowance`` tokens, or None (it is dropped).
-
-        Every round keeps at most three quarters of the text, so this ends after O(log n) rounds
-        even when nothing but the text's absence would fit (long tags, a tiny budget).
-        """
-        text = item["text"]
-        while text:
-            text, _ = B.cut_text(text, len(text) * 3 // 4)
-            if not text:
-                break
-            trial = {**item, "text": text, "cut": True}
-            if B.json_tokens(trial) + 1 <= allowance:
-                return trial
-        return None
 
     def _newest_relevant(self, hits: list[Hit]) -> str | None:
         relevant = [
@@ -398,6 +404,12 @@ class Recall:
             item["archived"] = True
             item["banner"] = BANNER
         return item
+
+
+def _match(query: Query, hit: Hit, known: set[str]) -> float:
+    """A hit's match confidence (:func:`~engine.recall.relevance.confidence`), its keyword
+    coverage read as :func:`_coverage` does when the query names people the workspace knows."""
+    return confidence(_coverage(query.terms, hit, known) if known else hit.lexical, hit.cosine)
 
 
 def _coverage(terms: tuple[str, ...], hit: Hit, known: set[str]) -> float:

@@ -22,6 +22,9 @@ COS_FLOOR = 0.15
 COS_CEIL = 0.6
 UNKNOWN_NAME_FACTOR = 0.5
 MIN_MATCH_SCORE = 0.5
+#: The floor: ``get_context`` lists no match whose confidence is below it, on a hit or a miss
+#: (``match_floor``; chosen on LoCoMo's dev split, docs/benchmarks.md).
+MATCH_FLOOR = 0.2
 
 
 def confidence(lexical: float, cosine: float | None) -> float:

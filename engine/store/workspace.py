@@ -29,7 +29,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from engine.errors import KeptAsIs, StoreUnavailable
-from engine.store import daylog, erasure, fsio, ids, ledger, notefile
+from engine.store import cold, daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
@@ -265,6 +265,8 @@ class Workspace:
         if note.unread is not None:
             why = f"{note.unread}; the note is kept as it is and indexed by its text alone"
             self._report(path, [Problem(1, why)])
+        if state is State.ARCHIVED:  # the banner travels with cold content, whoever moved it
+            note = cold.bannered(note)
         self.notes[note.id] = NoteRecord(note, rel, state)
         if state is State.LIVE:
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
@@ -354,7 +356,8 @@ class Workspace:
 
     def move_note(self, note_id: str, state: State) -> NoteRecord:
         record = self.notes[note_id]
-        moved = NoteRecord(record.note, record.rel, state)
+        note = cold.bannered(record.note) if state is State.ARCHIVED else record.note
+        moved = NoteRecord(note, record.rel, state)
         with durable("move the note"):
             fsio.move_durable(self.note_path(record), self.note_path(moved))
         self.notes[note_id] = moved

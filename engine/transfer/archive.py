@@ -1,7 +1,9 @@
 """Export a workspace as a zip of its store, and restore such a zip into an empty workspace.
 
 The zip holds every file of the store exactly as it is on disk (Markdown, the ledger, day logs,
-settings — not the derived ``.index/`` and ``.cache/``, not the lock) plus ``almanac-export.json``:
+settings — not the derived ``.index/`` and ``.cache/``, not the lock) — except that an archived
+note moved into ``archive/`` by hand, without its cold-storage banner, is written as the store
+reads it, banner first (``life:archive``) — plus ``almanac-export.json``:
 format, version, time, counts, and each file's size and SHA-256. Restoring checks every file
 against the manifest before anything is moved into the workspace."""
 
@@ -21,9 +23,9 @@ from typing import Any, TextIO
 
 from engine import settings
 from engine.errors import BadImport
-from engine.store import fsio
+from engine.store import cold, fsio, notefile
 from engine.store.model import State
-from engine.store.workspace import STAGING_PREFIX, Workspace
+from engine.store.workspace import ARCHIVE, STAGING_PREFIX, Workspace
 from engine.transfer.limits import DEFAULT, Budget, Limits, collisions, mib, read, stream
 from engine.transfer.progress import printer, ticker
 from engine.transfer.sources import Entry, Skipped, open_source
@@ -81,10 +83,19 @@ def export(ws: Workspace, target: Path, out: TextIO = sys.stderr) -> dict[str, A
     }
     partial = target.with_name(f".{target.name}.partial")
     tick = ticker(say, len(files), "written")
+    with ws.lock:  # archived notes whose file lacks the banner: exported as read, banner first
+        cold_notes = {
+            PurePosixPath(ARCHIVE, r.rel.as_posix()): r.note
+            for r in ws.notes.values()
+            if r.state is State.ARCHIVED
+        }
     try:
         with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for i, rel in enumerate(files, start=1):
                 data = (ws.root / rel).read_bytes()
+                note = cold_notes.get(rel)
+                if note is not None and not _file_has_banner(data, note.id):
+                    data = notefile.format_note(note).encode()
                 archive.writestr(str(rel), data)
                 manifest["files"].append(
                     {"path": str(rel), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -100,6 +111,15 @@ def export(ws: Workspace, target: Path, out: TextIO = sys.stderr) -> dict[str, A
         raise
     say(f"wrote {target} ({target.stat().st_size} bytes)")
     return manifest
+
+
+def _file_has_banner(data: bytes, note_id: str) -> bool:
+    """Whether a note file's body starts with the cold-storage banner (an unreadable file: as if
+    it did — it is exported as it is)."""
+    try:
+        return cold.has_banner(notefile.parse_note(data.decode("utf-8"), note_id).body)
+    except ValueError:  # UnicodeDecodeError included
+        return True
 
 
 #: The most the manifest may hold (about 150 bytes a file: room for every file an import takes).

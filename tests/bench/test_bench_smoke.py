@@ -65,6 +65,22 @@ def test_locomo_bench_runs_and_reports(tmp_path: Path, mode: str) -> None:
     assert result["all"]["R@10"] >= 80
     assert result["honest_miss"]["own_relevant_true"] >= 60
     assert result["honest_miss"]["wrong_relevant_false"] is not None
+    listed = result["listed"]  # what get_context lists, own conversation / another (a miss)
+    assert listed["own"] > 0 and listed["wrong"] is not None and 0 <= listed["wrong_empty"] <= 100
+
+
+@pytest.mark.req("quality:honest-miss")
+def test_locomo_bench_measures_get_context_at_a_given_floor(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    fake_locomo(data)
+    runs = []
+    for floor in ("0", "1"):
+        out = tmp_path / f"floor-{floor}.json"
+        assert locomo.main([str(data), "--floor", floor, "--json", str(out)]) == 0
+        runs.append(json.loads(out.read_text(encoding="utf-8")))
+    assert [r["match_floor"] for r in runs] == [0.0, 1.0]
+    assert runs[1]["listed"]["own"] < runs[0]["listed"]["own"]  # nothing matches perfectly here
+    assert runs[1]["all"] == runs[0]["all"]  # the floor is get_context's; the search is not floored
 
 
 @pytest.mark.req("quality:layouts")

@@ -3,6 +3,9 @@ matches; the reply keeps the ranking's order. Properties of ``engine.recall.budg
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -60,33 +63,42 @@ def test_everything_fits_then_nothing_moves() -> None:
 @given(
     sizes=st.lists(st.integers(1, 400), min_size=1, max_size=20),
     fact_sizes=st.lists(st.integers(1, 200), max_size=5),
-    budget=st.integers(20, 3000),
+    budget=st.integers(0, 3000),
     protect=st.one_of(st.none(), st.integers(0, 19)),
+    least=st.integers(1, 400),
 )
 def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_kept(
-    sizes: list[int], fact_sizes: list[int], budget: int, protect: int | None
+    sizes: list[int], fact_sizes: list[int], budget: int, protect: int | None, least: int
 ) -> None:
     protected = protect if protect is not None and protect < len(sizes) else None
     notes = _notes(sizes, protected)
+    if protected is not None:  # its smallest cut form
+        notes[protected] = replace(notes[protected], least=min(least, notes[protected].tokens))
     facts = [B.Entry(f"fct_{i}", s, 1.0, "fact") for i, s in enumerate(fact_sizes)]
     plan = B.pack(facts, notes, budget)
     rank = {n.id: i for i, n in enumerate(notes)}
     precedence = {n.id: i for i, n in enumerate(B.keep_order(notes))}
     kept = set(plan.notes)
-    # the ranking's order is kept, and every note is either kept or listed as dropped
+    # the budget holds, whatever the sizes; the ranking's order is kept, and every note is
+    # either kept or counted as dropped
+    assert plan.tokens <= budget
     assert list(plan.notes) == sorted(plan.notes, key=rank.__getitem__)
     assert kept | {d for d in plan.dropped if d.startswith("nte_")} == set(rank)
-    if protected is not None:
-        assert notes[protected].id in kept  # the newest relevant match is always kept
+    assert len(plan.facts) + len(plan.notes) + len(plan.dropped) == len(facts) + len(notes)
+    assert plan.listed == plan.dropped[: len(plan.listed)] and len(plan.listed) <= B.MAX_DROPPED_IDS
+    if protected is not None:  # the newest relevant match is kept whenever its smallest form fits
+        guard = notes[protected]
+        assert (guard.id in kept) == (guard.smallest <= budget)
+        if plan.squeeze is not None:  # only it is left, cut to what remains
+            assert plan.notes == (guard.id,) and guard.smallest <= plan.squeeze[1] < guard.tokens
+            return
+        if guard.id not in kept:
+            return
+    assert plan.squeeze is None
     used = sum(f.tokens for f in facts if f.id in plan.facts)
     dropped_facts = [d for d in plan.dropped if d.startswith("fct_")]
-    if plan.squeeze is None and kept:
-        assert plan.tokens == B.spent(used, dropped_facts, notes, kept) <= budget
-    elif plan.squeeze is None:  # nothing kept: as many dropped ids are named as fit
-        assert plan.tokens <= max(budget, used) and plan.listed == plan.dropped[: len(plan.listed)]
-    else:  # only the protected note is left, cut to what remains
-        assert plan.notes == (plan.squeeze[0],) and plan.tokens <= max(budget, plan.tokens)
-        return
+    if len(plan.listed) == min(len(plan.dropped), B.MAX_DROPPED_IDS):
+        assert plan.tokens == B.spent(used, dropped_facts, notes, kept)
     for note in notes:
         if note.id in kept:
             continue
@@ -96,3 +108,46 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
             {notes[protected].id} if protected is not None else set()
         )
         assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
+
+
+def _item(i: int, text: str, reason: str = "both") -> dict[str, Any]:
+    return {
+        "id": f"nte_{i:02d}",
+        "kind": "note",
+        "text": text,
+        "score": 1.0 - i / 100,
+        "reason": reason,
+        "tags": [],
+    }
+
+
+@pytest.mark.req("recall:budget-order")
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=400), max_size=8),
+    ids=st.integers(0, 25),
+    budget=st.integers(40, 1500),
+)
+def test_fit_trims_a_reply_until_it_fits_keeping_the_protected_note_last(
+    texts: list[str], ids: int, budget: int
+) -> None:
+    notes = [_item(i, t, ("keyword", "both")[i % 2]) for i, t in enumerate(texts)]
+    reply = {
+        "facts": [_item(90, "a fact " * 30, "fact")],
+        "notes": notes,
+        "retrieval": "hybrid",
+        "relevant": True,
+        "tokens": budget,
+        "dropped": {"count": ids, "ids": [f"nte_x{i:02d}" for i in range(min(ids, B.MAX_DROPPED_IDS))]},
+    }
+    keep = notes[-1]["id"] if notes else None
+    out, used = B.fit(reply, budget, keep)
+    assert used == B.json_tokens(out) <= budget  # the envelope alone fits every budget here
+    assert out["dropped"]["count"] == ids + (1 + len(notes)) - len(out["facts"]) - len(out["notes"])
+    if B.json_tokens(reply) <= budget:
+        assert out == reply  # a reply that fits is left as it is
+    if len(out["facts"]) + len(out["notes"]) < 1 + len(notes):
+        assert out["dropped"]["ids"] == []  # the named ids went before any item
+    kept = [n for n in out["notes"] if n["id"] == keep]
+    if kept and kept[0] != notes[-1]:  # the protected note was cut: it is all that is left
+        assert out["notes"] == kept and out["facts"] == [] and kept[0]["cut"] is True

@@ -104,8 +104,13 @@ def test_facts_come_first_within_their_share_and_leave_the_rest_to_notes() -> No
     assert plan.facts == ("fct_0", "fct_1", "fct_2")  # 3 × 60 ≤ 200
     few = B.pack(facts[:1], notes, 400, facts_share=0.5)
     assert len(few.notes) == 5  # the unused facts share goes to notes
-    alone = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True)], 300)
+    alone = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True, least=40)], 300)
     assert alone.squeeze == ("nte_big", 300)
+    # facts give way to the smallest form of the newest relevant note, never the other way round
+    crowded = B.pack(facts, [B.Entry("nte_new", 900, 1.0, "both", protected=True, least=200)], 300)
+    assert crowded.squeeze == ("nte_new", 300 - 60) and crowded.facts == ("fct_0",)
+    uncut = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True)], 300)
+    assert uncut.notes == () and uncut.dropped == ("nte_big",)  # it has no smaller form
 
 
 @pytest.mark.req("recall:get-context")

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
 from engine.recall import budget as B
-from engine.recall.context import Recall
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=3000) | st.sampled_from(
     ["X" + B.CUT_MARK, B.CUT_MARK, B.CUT_MARK * 3, " " * 50, "ü" * 200]
@@ -43,10 +42,16 @@ def test_squeeze_terminates_and_fits_or_drops(text: str, tags: list[str], allowa
         "text": text,
         "tags": tags,
     }
-    out = Recall._squeeze(item, allowance)
+    out = B.squeeze(item, allowance)
     if out is not None:
         assert B.json_tokens(out) + 1 <= allowance and out["cut"] is True
-        assert len(out["text"]) < max(len(text), 1) and out["tags"] == tags
+        assert len(out["text"]) <= len(text) and out["tags"] == tags[: len(out["tags"])]
+        assert out["text"] or not text  # a cut keeps some of the words
+        assert out != item
+    else:  # not even the smallest form fits (or there is none)
+        forms = list(B.cut_forms(item))
+        assert not forms or B.json_tokens(forms[-1]) + 1 > allowance
+        assert B.smallest(item) == B.json_tokens(forms[-1] if forms else item) + 1
 
 
 def _context_after(note: dict[str, Any], query: str, max_tokens: int | None, root: Path) -> dict[str, Any]:
@@ -73,12 +78,14 @@ def _context_after(note: dict[str, Any], query: str, max_tokens: int | None, roo
 
 
 @pytest.mark.req("recall:budget-order")
-def test_twenty_long_tags_and_a_tiny_budget_answer_by_dropping_the_note(tmp_path: Path) -> None:
+def test_twenty_long_tags_and_a_tiny_budget_keep_the_note_cut(tmp_path: Path) -> None:
     tags = [f"{i:02d}" + "t" * 62 for i in range(20)]
     note = {"statement": "A zebra crossing by the school was repainted in May.", "tags": tags}
     reply = _context_after(note, "zebra", 100, tmp_path / "ws")
     assert reply["tokens"] <= 100
-    assert reply["notes"] == [] and reply["dropped"]["count"] == 1
+    (kept,) = reply["notes"]  # the newest relevant note: its tags are cut, never the promise
+    assert kept["cut"] is True and kept["tags"] == tags[: len(kept["tags"])] and "zebra" in kept["text"]
+    assert reply["dropped"]["count"] == 0
 
 
 @pytest.mark.req("recall:budget-order")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.core.result import Ok
 
+from engine.recall.budget import estimate_tokens
 from tests.gateway.e2e import Gateway, connect, data, files_containing, start_gateway
 
 pytestmark = pytest.mark.req("gw:rest")
@@ -81,6 +83,26 @@ def test_write_and_read_back_through_rest_and_mcp(gateway: Gateway, ada: str) ->
             return data(await client.call_tool("retrieve_memory", {"id": note.json()["id"]}))
 
     assert anyio.run(via_mcp)["notes"][0]["text"] == "The standup moved to 9:30."
+
+
+@pytest.mark.req("recall:get-context", "recall:budget-order")
+def test_get_context_over_rest_fits_its_budget_or_names_the_limit(gateway: Gateway, ada: str) -> None:
+    for i in range(8):
+        statement = f"Kiln firing log {i}: cone 6 glaze, {'ü' * 40} " + "slow cooling overnight " * 12
+        assert api(gateway, ada, "POST", "/memories", json={"statement": statement}).status_code == 200
+    for budget in (100, 137, 800):
+        reply = api(
+            gateway, ada, "POST", "/context", json={"query": "kiln firing glaze", "max_tokens": budget}
+        )
+        assert reply.status_code == 200, reply.text
+        compact = json.dumps(reply.json(), ensure_ascii=False, separators=(",", ":"))
+        assert estimate_tokens(compact) <= reply.json()["tokens"] <= budget
+        assert reply.json()["notes"]  # the newest relevant note, cut if it must be
+    for budget, limit in ((99, "below the minimum, 100"), (4001, "above the maximum, 4000")):
+        status, code, message = error(
+            api(gateway, ada, "POST", "/context", json={"query": "kiln", "max_tokens": budget})
+        )
+        assert (status, code) == (400, "invalid_argument") and limit in message
 
 
 def test_retire_and_restore(gateway: Gateway, ada: str) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page
 
+from gateway import layout
 from tests.gateway.e2e import Gateway
 from tests.gateway.web.conftest import Site, csrf_of, running_site
 from tests.gateway.web.test_account import sign_up
@@ -74,6 +75,30 @@ async def test_browse_search_view_retire_restore_over_http(data_dir: Path) -> No
         assert "1 memory" in only_retired.text and "The standup moved" in only_retired.text
         restored = await client.post(f"/memories/{note['id']}/restore", data={**form})
         assert "Restored exactly as it was." in (await client.get(restored.headers["location"])).text
+
+
+@pytest.mark.anyio
+@pytest.mark.req("life:archive")
+async def test_a_note_moved_into_archive_by_hand_shows_its_banner(data_dir: Path) -> None:
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, "ada@example.com")
+        token = token_for(site, "ada@example.com")
+        note = await anyio.to_thread.run_sync(
+            lambda: rest(site.url, token, "/memories", {"statement": "The kiln room key is in the red box."})
+        )
+        owner = site.store.owner_by_email("ada@example.com")
+        folder = layout.workspace_dir(data_dir, site.store.workspaces(owner.id)[0].id)
+        (path,) = (folder / "notes").rglob(f"{note['id']}.md")
+        target = folder / "archive" / path.relative_to(folder / "notes")
+        target.parent.mkdir(parents=True)
+        path.rename(target)  # by hand: no banner in the file
+        with anyio.fail_after(60):  # the engine notices hand edits within seconds
+            while "1 memory" not in (await client.get("/memories", params={"state": "archived"})).text:
+                await anyio.sleep(0.2)
+        view = await client.get(f"/memories/{note['id']}")
+        assert view.status_code == 200 and "From cold storage — this was true at one time" in view.text
+        assert "The kiln room key is in the red box." in view.text
+        assert b"From cold storage" not in target.read_bytes()  # the owner's file as it was
 
 
 @pytest.mark.anyio
