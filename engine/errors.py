@@ -20,10 +20,22 @@
     └── StoreUnavailable             code="store_unavailable" the write could not be made durable
 
 Every message says what went wrong and what to do about it. The MCP layer turns an
-``EngineError`` into a tool error the model can read; nothing is written on a refusal.
+``EngineError`` into a tool error the model can read; nothing is written on a refusal. What reaches
+a client (tool errors, the admin surface's refusals) goes through :func:`without_paths` first.
 """
 
 from __future__ import annotations
+
+import re
+
+# An absolute server path inside a message (``/srv/almanac/embed.sock``): never shown to clients.
+_SERVER_PATH = re.compile(r"(?<![\w:/.~-])/[^\s'\"`,;()\[\]]+")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute path replaced by ``<server path>`` (URLs and relative paths
+    such as ``notes/2026/x.md`` are kept): what a client may be shown of a server's message."""
+    return _SERVER_PATH.sub("<server path>", text)
 
 
 class EngineError(Exception):

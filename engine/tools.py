@@ -7,7 +7,6 @@ listing, logs, progress) lives in ``engine.surface``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -16,10 +15,19 @@ import pydantic_core
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, LoggingLevel, SetLevelRequestParams, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    LoggingLevel,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import ValidationError
 
 from engine.errors import EngineError
+from engine.errors import without_paths as without_paths
 from engine.memory import Memory
 from engine.recall.context import Recall
 from engine.recall.status import memory_status as status_of
@@ -36,20 +44,13 @@ from engine.surface.connection import (
 from engine.surface.connection import (
     HEADER_SCOPE as HEADER_SCOPE,
 )
-from engine.surface.connection import identity_of, may_call, per_connection_listing
+from engine.surface.connection import identity_of, may_call, per_connection_listing, worded_params
 from engine.surface.notify import LogLevels, Request, log, with_progress
 
 INSTRUCTIONS = M.INSTRUCTIONS
 PROGRESS_INTERVAL_S = 1.0
 
 T = TypeVar("T")
-
-# An absolute server path inside a message (``/srv/almanac/embed.sock``): never shown to clients.
-_SERVER_PATH = re.compile(r"(?<![\w:/.~-])/[^\s'\"`,;()\[\]]+")
-
-
-def without_paths(text: str) -> str:
-    return _SERVER_PATH.sub("<server path>", text)
 
 
 def caller_of(request: Request) -> Caller:
@@ -73,7 +74,7 @@ def run(action: Callable[[], T]) -> T:
     try:
         return action()
     except EngineError as exc:
-        raise ToolError(f"{exc.message} [{exc.code}]") from exc
+        raise ToolError(f"{without_paths(exc.message)} [{exc.code}]") from exc
 
 
 def _structured(reply: dict[str, Any]) -> CallToolResult:
@@ -82,8 +83,33 @@ def _structured(reply: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=reply)
 
 
+#: What the SDK's server would serve beside tools; Almanac serves tools only, so it neither lists
+#: nor advertises them (a server's capabilities are derived from the methods it answers).
+NOT_SERVED = ("prompts/list", "resources/list", "resources/templates/list")
+
+
 class AlmanacServer(MCPServer):
-    """``MCPServer`` whose argument failures and unknown tools read like every other refusal."""
+    """``MCPServer`` whose argument failures and unknown tools read like every other refusal, and
+    that advertises what it serves: tools and logging, no prompts, no resources. Asked for a prompt
+    or a resource anyway, it answers invalid params (-32602) saying there are none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        handlers = self._lowlevel_server._request_handlers  # no public way to unregister
+        for method in NOT_SERVED:
+            handlers.pop(method, None)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> Any:
+        raise MCPError(INVALID_PARAMS, f"no prompt named {name!r}: Almanac serves no prompts, only tools")
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"no resource at {str(uri)!r}: Almanac serves no resources, only tools",
+            {"uri": str(uri)},
+        )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -138,7 +164,10 @@ def build_server(
     served = memory if isinstance(memory, Served) else Served(memory, recall)
     levels = LogLevels()
     mcp = AlmanacServer(
-        "almanac", instructions=M.INSTRUCTIONS, version=version, middleware=[per_connection_listing]
+        "almanac",
+        instructions=M.INSTRUCTIONS,
+        version=version,
+        middleware=[worded_params, per_connection_listing],
     )
     # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
     mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)

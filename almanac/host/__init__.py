@@ -8,15 +8,16 @@ called and the block is empty, so the assembled prompt is byte-identical. See ``
 """
 
 from almanac.host.block import PREAMBLE, memory_block
-from almanac.host.connection import AlmanacRefused, AlmanacUnavailable, Endpoint
+from almanac.host.connection import AlmanacBusy, AlmanacRefused, AlmanacUnavailable, Endpoint
 from almanac.host.extract import EXTRACTION_PROMPT, ExtractionError, extraction_messages, parse_facts
 from almanac.host.openai import ChatFn, ModelError, openai_chat
-from almanac.host.provider import MemoryProvider
+from almanac.host.provider import MemoryProvider, SaveStatus
 from almanac.host.settings import HostSettings, HostSettingsError
 
 __all__ = [
     "EXTRACTION_PROMPT",
     "PREAMBLE",
+    "AlmanacBusy",
     "AlmanacRefused",
     "AlmanacUnavailable",
     "ChatFn",
@@ -26,6 +27,7 @@ __all__ = [
     "HostSettingsError",
     "MemoryProvider",
     "ModelError",
+    "SaveStatus",
     "extraction_messages",
     "memory_block",
     "openai_chat",

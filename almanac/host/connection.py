@@ -2,7 +2,10 @@
 
 An :class:`Endpoint` is either the service (its ``/mcp`` URL and a bearer token) or a local engine
 run over stdio. The MCP client lives in a task of its own inside the provider's task group, so it
-is entered and left by the same task whichever turn first needed it.
+is entered and left by the same task whichever turn first needed it. A connection that failed or
+timed out is forgotten at once and closes on its own: the next call opens a new one and is never
+sent into one that is closing. Saves go through :meth:`Link.call_until`, which tries again
+(``almanac.host.retry``) until the save's deadline, waiting out a ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation
 
+from almanac.host.retry import next_wait, parse_retry_after
+
 CLIENT = Implementation(name="almanac-host", version="1")
+#: How long a dropped connection may take to close (end its session) before it is cut off.
+CLOSE_GRACE_S = 5.0
 
 
 class AlmanacUnavailable(RuntimeError):
@@ -30,6 +37,14 @@ class AlmanacUnavailable(RuntimeError):
 
 class AlmanacRefused(RuntimeError):
     """Almanac answered with a tool error (the message is its own, saying what to fix)."""
+
+
+class AlmanacBusy(AlmanacUnavailable):
+    """Almanac refused for now and said when to call again (HTTP 503 or 429 with ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -69,68 +84,138 @@ def structured(result: CallToolResult) -> dict[str, Any]:
         raise AlmanacUnavailable("Almanac answered without a structured result") from None
 
 
+@dataclass(eq=False)
+class _Session:
+    """One open MCP connection, held by its own task until :attr:`stop` is set."""
+
+    client: Client
+    stop: anyio.Event
+    scope: anyio.CancelScope
+
+
 class Link:
-    """The provider's connection; :meth:`call` opens it when needed and drops it after a failure."""
+    """The provider's connection. :meth:`call` opens one when there is none; a call that fails on
+    the transport drops it at once (the next call opens a new one), so no call is ever sent into a
+    connection that is closing. :meth:`call_until` tries again until a deadline."""
 
     def __init__(self, endpoint: Endpoint, tasks: TaskGroup) -> None:
         self.endpoint = endpoint
         self.tasks = tasks
-        self._client: Client | None = None
-        self._stop: anyio.Event | None = None
+        self._session: _Session | None = None
         self._lock = anyio.Lock()
-        self._http: httpx2.AsyncClient | None = None
+        #: the last ``Retry-After`` a refusal carried, and how many refusals had come before it
+        self._retry_after: float | None = None
+        self._refused_with = 0
+        self._refusals = 0
+
+    async def _saw(self, response: httpx2.Response) -> None:
+        if response.status_code in (429, 503):
+            self._retry_after = parse_retry_after(response.headers.get("retry-after"))
+            self._refused_with = response.status_code
+            self._refusals += 1
 
     def _client_for(self) -> tuple[Client, httpx2.AsyncClient | None]:
         if self.endpoint.url is not None:
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.endpoint.token}"}, timeout=30)
+            http = httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {self.endpoint.token}"},
+                timeout=30,
+                event_hooks={"response": [self._saw]},
+            )
             transport = streamable_http_client(self.endpoint.url, http_client=http)
             return Client(transport, client_info=CLIENT), http
         command: Sequence[str] = self.endpoint.command
         params = StdioServerParameters(command=command[0], args=list(command[1:]))
         return Client(params, client_info=CLIENT), None
 
-    async def _hold(self, *, task_status: TaskStatus[None]) -> None:
+    async def _hold(self, *, task_status: TaskStatus[_Session]) -> None:
         client, http = self._client_for()
-        started = False
+        session: _Session | None = None
         try:
-            async with client:
-                stop = anyio.Event()
-                self._client, self._stop = client, stop
-                started = True
-                task_status.started()
-                await stop.wait()
+            with anyio.CancelScope() as scope:
+                async with client:
+                    session = _Session(client, anyio.Event(), scope)
+                    self._session = session
+                    task_status.started(session)
+                    await session.stop.wait()
         except Exception:
-            if not started:
+            if session is None:
                 raise
-            # the connection broke while idle; the next call reconnects
+            # the connection broke while idle; the next call opens another
         finally:
-            self._client = self._stop = None
+            if session is not None and self._session is session:
+                self._session = None
             if http is not None:
-                await http.aclose()
+                with anyio.CancelScope(shield=True):
+                    await http.aclose()
 
-    async def _open(self) -> Client:
+    async def _open(self) -> tuple[_Session, bool]:
+        """The open connection, or a new one; and whether it is new."""
         async with self._lock:
-            if self._client is None:
-                try:
-                    await self.tasks.start(self._hold)
-                except Exception as exc:
-                    raise AlmanacUnavailable(f"cannot connect to Almanac ({_reason(exc)})") from exc
-            assert self._client is not None
-            return self._client
+            if self._session is not None:
+                return self._session, False
+            refusals = self._refusals
+            try:
+                session: _Session = await self.tasks.start(self._hold)
+            except Exception as exc:
+                raise self._failure(f"cannot connect to Almanac ({_reason(exc)})", refusals) from exc
+            return session, True
 
-    def drop(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
+    def drop(self, session: _Session | None = None) -> None:
+        """Stop using the connection (``session``, if it is still the current one): the next call
+        opens a new one while this one closes, given :data:`CLOSE_GRACE_S` to say goodbye."""
+        current = self._session
+        if current is None or (session is not None and session is not current):
+            return
+        self._session = None
+        current.stop.set()
+        current.scope.deadline = min(current.scope.deadline, anyio.current_time() + CLOSE_GRACE_S)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call ``tool``; the caller bounds the time (``anyio.fail_after``)."""
-        client = await self._open()
-        try:
-            result = await client.call_tool(tool, arguments)
-        except Exception as exc:
-            self.drop()
-            raise AlmanacUnavailable(f"Almanac did not answer {tool} ({_reason(exc)})") from exc
-        return structured(result)
+        """Call ``tool`` once. When a connection that was already open fails, it is replaced and the
+        call sent once more (it may have gone stale: the server restarted); a refusal with
+        ``Retry-After`` is not, it raises :class:`AlmanacBusy`. The caller bounds the time
+        (``anyio.fail_after``)."""
+        resent = False
+        while True:
+            session, new = await self._open()
+            refusals = self._refusals
+            try:
+                result = await session.client.call_tool(tool, arguments)
+            except Exception as exc:
+                self.drop(session)
+                if not (new or resent) and self._refusals == refusals:
+                    resent = True
+                    continue
+                raise self._failure(f"Almanac did not answer {tool} ({_reason(exc)})", refusals) from exc
+            return structured(result)
+
+    async def call_until(self, tool: str, arguments: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """Call ``tool``, trying again after a transport failure (after the wait a refusal's
+        ``Retry-After`` asks for, if that ends before ``deadline``, an ``anyio.current_time()``)
+        until ``deadline``. A tool error (:class:`AlmanacRefused`) is not tried again. When the
+        time is up, raises :class:`AlmanacUnavailable` saying why and what the last failure was."""
+        failures, last = 0, "no attempt finished"
+        while True:
+            try:
+                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                    return await self.call(tool, arguments)
+            except TimeoutError:
+                raise AlmanacUnavailable(f"{tool} did not land in time (last failure: {last})") from None
+            except AlmanacUnavailable as exc:
+                failures, last = failures + 1, str(exc)
+                retry_after = exc.retry_after if isinstance(exc, AlmanacBusy) else None
+                wait = next_wait(failures, retry_after, deadline - anyio.current_time())
+                if wait.seconds is None:
+                    raise AlmanacUnavailable(f"{exc}; {wait.why}") from exc
+                await anyio.sleep(wait.seconds)
+
+    def _failure(self, message: str, refusals: int) -> AlmanacUnavailable:
+        """The failure to raise; :class:`AlmanacBusy` when a refusal with ``Retry-After`` came
+        in since ``refusals`` were counted."""
+        if self._refusals != refusals and self._retry_after is not None:
+            said = f"Almanac answered {self._refused_with} with Retry-After: {self._retry_after:g} s"
+            return AlmanacBusy(f"{message}; {said}", self._retry_after)
+        return AlmanacUnavailable(message)
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
 from almanac.host.block import memory_block
-from almanac.host.connection import Endpoint, Link
+from almanac.host.connection import AlmanacUnavailable, Endpoint, Link
 from almanac.host.extract import extraction_messages, parse_facts
 from almanac.host.openai import ChatFn
 from almanac.host.settings import HostSettings
@@ -26,6 +27,23 @@ from almanac.host.settings import HostSettings
 log = logging.getLogger("almanac.host")
 
 AUTO_SAVE_IMPORTANCE = 0.5
+
+
+@dataclass(frozen=True)
+class SaveStatus:
+    """How the background saves went since the provider was entered (``MemoryProvider.status``)."""
+
+    saved: int = 0
+    """Facts stored in Almanac."""
+    failed: int = 0
+    """Turns whose save finally failed: the extraction failed, or a fact was refused, or did not
+    land within ``save_timeout`` (each is also logged once, with this count)."""
+    lost: int = 0
+    """Facts the extraction produced that are not in Almanac (refused or never landed)."""
+    pending: int = 0
+    """Turns still being extracted or saved."""
+    last_failure: str | None = None
+    """Why the last failed save failed."""
 
 
 class MemoryProvider:
@@ -44,6 +62,8 @@ class MemoryProvider:
         self._tasks: TaskGroup | None = None
         self._link: Link | None = None
         self._pending = 0
+        self._saved = self._failed = self._lost = 0
+        self._last_failure: str | None = None
         self._idle = anyio.Event()
         self._idle.set()
 
@@ -103,25 +123,46 @@ class MemoryProvider:
         """Wait until every save started so far has finished (or given up)."""
         await self._idle.wait()
 
+    @property
+    def status(self) -> SaveStatus:
+        """Counts of saved facts and failed saves so far: a failed save is never silent."""
+        return SaveStatus(self._saved, self._failed, self._lost, self._pending, self._last_failure)
+
     async def _save(self, message: str, reply: str) -> None:
         assert self.extract is not None
+        bound = self.settings.save_timeout
+        deadline = anyio.current_time() + bound
+        facts: list[str] = []
+        saved = 0
         try:
-            with anyio.fail_after(self.settings.save_timeout):
+            with anyio.fail_after(bound):
                 facts = parse_facts(await self.extract(extraction_messages(message, reply)))
-                for fact in facts:
-                    await self._require().call(
-                        "remember", {"statement": fact, "importance": AUTO_SAVE_IMPORTANCE}
-                    )
+            for fact in facts:
+                arguments = {"statement": fact, "importance": AUTO_SAVE_IMPORTANCE}
+                await self._require().call_until("remember", arguments, deadline)
+                saved += 1
+                self._saved += 1
             if facts:
                 log.info("memory saved %d fact(s) from the turn", len(facts))
+        except anyio.get_cancelled_exc_class():
+            self._give_up("abandoned: the provider was closed while it ran", len(facts) - saved)
+            raise
         except TimeoutError:
-            log.warning("memory not saved: the turn's save took over %.1f s", self.settings.save_timeout)
+            self._give_up(f"the turn's extraction took over {bound:.1f} s", len(facts) - saved)
+        except AlmanacUnavailable as exc:
+            self._give_up(f"{exc} (save_timeout {bound:.1f} s)", len(facts) - saved)
         except Exception as exc:
-            log.warning("memory not saved: %s", exc)
+            self._give_up(str(exc), len(facts) - saved)
         finally:
             self._pending -= 1
             if self._pending == 0:
                 self._idle.set()
+
+    def _give_up(self, why: str, lost: int) -> None:
+        self._failed += 1
+        self._lost += lost
+        self._last_failure = why
+        log.warning("memory not saved: %s (failed saves so far: %d)", why, self._failed)
 
     def _require(self) -> Link:
         if self._link is None:

@@ -52,7 +52,8 @@ class HostSettings:
     load_timeout: float = 3.0
     """Seconds ``before_turn`` may take before it gives up and returns an empty block."""
     save_timeout: float = 30.0
-    """Seconds one ``after_turn`` (extraction and saves) may take in the background."""
+    """Seconds one ``after_turn`` (extraction and saves, tries again included) may take in the
+    background; a save not in Almanac by then is counted as failed (``MemoryProvider.status``)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
-from engine.errors import EngineError, Forbidden, InvalidInput, NotFound
+from engine.errors import EngineError, Forbidden, InvalidInput, NotFound, without_paths
 from engine.index.indexer import Indexer
 from engine.memory import Memory
 from engine.settings import Loaded
@@ -45,7 +45,8 @@ def refusal(exc: EngineError) -> JSONResponse:
     status = 400 if isinstance(exc, InvalidInput) else 404 if isinstance(exc, NotFound) else 409
     if isinstance(exc, Forbidden):
         status = 403
-    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=status)
+    message = without_paths(exc.message)  # a message may name a file; the client sees no server path
+    return JSONResponse({"error": {"code": exc.code, "message": message}}, status_code=status)
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]

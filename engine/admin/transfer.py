@@ -50,7 +50,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Route
 
 from engine.admin import Parts, refusing
-from engine.errors import BadImport, EngineError
+from engine.errors import BadImport, EngineError, without_paths
 from engine.transfer import archive, markdown
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ def _run_in_background(parts: Parts, folder: Path, label: str | None) -> Events:
             outcome = run_import(parts, folder / "upload.zip", label, report)
             events.put({"result": outcome.to_json()})
         except EngineError as exc:
-            events.put({"error": {"code": exc.code, "message": exc.message}})
+            events.put({"error": {"code": exc.code, "message": without_paths(exc.message)}})
         except Exception:
             log.exception("an import into %s failed", parts.workspace.root)
             failed = {"code": "engine_error", "message": "the import failed; nothing was imported"}

@@ -618,6 +618,8 @@ class Indexer:
         while not self._stop.is_set():
             try:
                 done = self.work_once()
+            except _Halted:
+                return  # stopped while it waited for the lock (the stop holds it): nothing failed
             except Exception:
                 log.exception("background indexing failed; retrying shortly")
                 done = 0

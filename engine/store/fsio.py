@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import secrets
@@ -107,7 +108,9 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def move_durable(src: Path, dst: Path) -> None:
     if dst.exists():
-        raise FileExistsError(f"{dst} already exists; refusing to overwrite it")
+        raise FileExistsError(
+            errno.EEXIST, "the destination already exists; refusing to overwrite it", str(dst)
+        )
     ensure_dir(dst.parent)
     os.rename(src, dst)
     fsync_dir(dst.parent)

@@ -83,3 +83,36 @@ def argument_message(tool: str, schema: Mapping[str, Any], errors: Iterable[Mapp
 def unknown_tool_message(name: str, available: Iterable[str]) -> str:
     tools = ", ".join(sorted(available))
     return f"there is no tool named {name!r}: call one of {tools} [{UNKNOWN_TOOL}]"
+
+
+_PYDANTIC_TYPES = {
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "list_type": "a list",
+    "literal_error": "one of the values the method allows",
+    "enum": "one of the values the method allows",
+}
+
+
+def params_message(method: str, errors: Iterable[Mapping[str, Any]]) -> str:
+    """A request whose params do not fit its method, e.g. ``invalid params for prompts/get: name is
+    required``: the fields and what they must be, never the rejected values."""
+    problems: dict[str, str] = {}
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ()) if not isinstance(part, int)]
+        if loc[:1] == ["params"]:
+            loc = loc[1:]
+        field = ".".join(loc) or "params"
+        kind = str(error.get("type", ""))
+        if kind == "missing":
+            problems.setdefault(field, f"{field} is required")
+        else:
+            allowed = _PYDANTIC_TYPES.get(kind, "a valid value")
+            problems.setdefault(field, f"{field} must be {allowed}, not {_kind(error.get('input'))}")
+    listed = "; ".join(problems.values()) or "they do not match the method's params"
+    return f"invalid params for {method}: {listed}"

@@ -1,4 +1,5 @@
-"""What one connection may do and is told: read-only lists only the read tools, pinned is told so.
+"""What one connection may do and is told: read-only lists only the read tools, pinned is told so;
+and a request whose params do not fit is told which (the server's middleware).
 
 The identity comes from the gateway's internal headers (docs/wire.md); without them (stdio, a
 direct local client) the connection may do everything.
@@ -12,7 +13,11 @@ from typing import Any
 from urllib.parse import unquote
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import ValidationError
 
+from engine.surface.arguments import params_message
 from engine.surface.manual import WRITE_TOOLS, pinned_note
 
 HEADER_CONNECTION = "x-almanac-connection"
@@ -65,3 +70,12 @@ async def per_connection_listing(ctx: ServerRequestContext[Any, Any], call_next:
         return result
     identity = identity_of(getattr(ctx.request, "headers", None))
     return {**result, "tools": listed(identity, list(result["tools"]))}
+
+
+async def worded_params(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: params that do not fit their method answer invalid params (-32602)
+    naming the fields, not the SDK's bare "Invalid request parameters"."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        raise MCPError(INVALID_PARAMS, params_message(ctx.method, exc.errors())) from exc

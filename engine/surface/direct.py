@@ -66,7 +66,7 @@ from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 from pydantic import BaseModel, ValidationError
 
 from engine.surface.arguments import argument_message
-from engine.surface.connection import per_connection_listing
+from engine.surface.connection import per_connection_listing, worded_params
 from engine.surface.notify import on_this_thread
 
 T = TypeVar("T")
@@ -151,13 +151,13 @@ class Direct:
         handler = self.server.get_request_handler(_METHOD)
         chain = self.server.middleware
         #: Only the server this mirrors: the SDK's own ``tools/call`` handler (no extension's
-        #: interceptor), its two built-in middlewares then the engine's listing filter (which passes
-        #: calls through), and no cache hint for calls.
+        #: interceptor), its two built-in middlewares then the engine's params wording and listing
+        #: filter (both pass a call with valid params through), and no cache hint for calls.
         self.enabled = (
             handler is not None
             and getattr(handler.handler, "__func__", None) is MCPServer._handle_call_tool
             and [type(m) for m in chain[:2]] == [OpenTelemetryMiddleware, RequestStateBoundary]
-            and list(chain[2:]) == [per_connection_listing]
+            and list(chain[2:]) == [worded_params, per_connection_listing]
             and _METHOD not in self.server.cache_hints
         )
 

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from engine.embed.remote import RemoteEmbedder
 from engine.memory import Memory
@@ -150,3 +151,32 @@ def test_a_server_built_before_its_workspace_serves_once_given_it(memory: Memory
     assert not done.is_error, done.content
     again = call(early, "2026-07-28", "retrieve_memory", {"id": done.structured_content["id"]})
     assert "Postgres" in again.content[0].text
+
+
+@pytest.mark.req("engine:mcp")
+@pytest.mark.parametrize("mode", MODES)
+def test_only_what_is_served_is_advertised_and_the_rest_is_invalid_params(server: Any, mode: str) -> None:
+    async def go() -> tuple[Any, list[tuple[int, str]]]:
+        answers: list[tuple[int, str]] = []
+        async with Client(server, mode=mode) as client:
+            for ask in (
+                client.list_prompts,
+                client.list_resources,
+                lambda: client.get_prompt("summarise"),
+                lambda: client.read_resource("file:///etc/passwd"),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await ask()
+                answers.append((refused.value.code, refused.value.error.message))
+            return client.server_capabilities, answers
+
+    capabilities, answers = anyio.run(go)
+    assert capabilities.prompts is None and capabilities.resources is None
+    if mode == "legacy":  # the handshake's (2026-07-28's server/discover: test_lean_contract.py)
+        assert capabilities.tools is not None and capabilities.logging is not None
+    assert answers == [
+        (-32601, "Method not found"),
+        (-32601, "Method not found"),
+        (-32602, "no prompt named 'summarise': Almanac serves no prompts, only tools"),
+        (-32602, "no resource at 'file:///etc/passwd': Almanac serves no resources, only tools"),
+    ]

@@ -146,11 +146,13 @@ def clean_env(settings: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_gateway(data_dir: Path, log: Path, **settings: str) -> Gateway:
+def start_gateway(data_dir: Path, log: Path, *, port: str = "0", **settings: str) -> Gateway:
+    """``almanac serve`` on ``port`` ("0": a free one; a gateway restarted on its data dir passes
+    the port it had)."""
     env = clean_env({f"ALMANAC_{k.upper()}": v for k, v in {"embedder": "false", **settings}.items()})
-    with log.open("w") as stderr:
+    with log.open("a") as stderr:
         proc = subprocess.Popen(
-            [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
+            [ALMANAC, "serve", "--port", port, "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

@@ -73,6 +73,40 @@ def body_of(sent: Any) -> bytes:
     return sent if isinstance(sent, bytes) else json.dumps(sent, separators=(",", ":")).encode()
 
 
+# Requests answered -32602 (invalid params), and what the message must say.
+INVALID_PARAMS: list[tuple[str, Any, dict[str, str], str]] = [
+    (
+        "an unknown prompt",
+        message("prompts/get", {"name": "nope"}),
+        {},
+        "no prompt named 'nope': Almanac serves no prompts, only tools",
+    ),
+    (
+        "an unknown resource",
+        message("resources/read", {"uri": "file:///etc/x"}),
+        {"mcp_name": "file:///etc/x"},
+        "no resource at 'file:///etc/x': Almanac serves no resources, only tools",
+    ),
+    (
+        "a prompt without a name",
+        message("prompts/get", {}),
+        {},
+        "invalid params for prompts/get: name is required",
+    ),
+    (
+        "a call without a name",
+        message("tools/call", {"arguments": {}}),
+        {},
+        "invalid params for tools/call: name is required",
+    ),
+    (
+        "a cursor that is not a string",
+        message("tools/list", {"cursor": 5}),
+        {},
+        "invalid params for tools/list: cursor must be a string, not a number",
+    ),
+]
+
 # (what it checks, the body, header changes: a value of "" removes the header)
 PLAIN: list[tuple[str, Any, dict[str, str]]] = [
     ("remember", call("remember", {"statement": "The kelp release ships Friday", "tags": ["kelp"]}), {}),
@@ -252,6 +286,9 @@ PLAIN: list[tuple[str, Any, dict[str, str]]] = [
         {},
     ),
     ("an unknown method", message("resources/list", {}), {}),
+    ("prompts are not served", message("prompts/list", {}), {}),
+    ("server/discover: the capabilities", message("server/discover", {}), {}),
+    *[(f"invalid params: {what}", sent, extra) for what, sent, extra, _ in INVALID_PARAMS],
     ("no such method at all", message("almanac/nothing", {}), {}),
     ("a loopback Origin", call("memory_status", {}), {"origin": "http://localhost:5173"}),
     ("Host with a port", call("memory_status", {}), {"host": "127.0.0.1:8080"}),
@@ -439,3 +476,15 @@ async def test_header_lines_the_quick_checks_leave_to_the_sdk() -> None:
     assert isinstance(await verdict(("origin", "http://127.0.0.1:3000")), Plain)
     assert isinstance(await verdict(("origin", "null")), Response)
     assert await verdict(("mcp-method", "tools/call"), ("mcp-method", "tools/call")) is None
+
+
+@pytest.mark.req("engine:mcp", "engine:surface")
+def test_bad_params_and_what_is_not_served_answer_invalid_params_with_a_message(tmp_path: Path) -> None:
+    with engines(tmp_path) as (lean, sdk, _):
+        for http in (lean, sdk):
+            for what, sent, extra, said in INVALID_PARAMS:
+                reply = http.post("/mcp", content=body_of(sent), headers=headers_for(sent, **extra)).json()
+                assert reply["error"]["code"] == -32602 and reply["error"]["message"] == said, what
+            sent = message("server/discover", {})
+            found = http.post("/mcp", content=body_of(sent), headers=headers_for(sent)).json()
+            assert set(found["result"]["capabilities"]) == {"logging", "tools"}  # no prompts, no resources
