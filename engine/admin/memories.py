@@ -197,6 +197,17 @@ def seen_by(all_rows: list[Row], pinned: str | None) -> list[Row]:
     return [r for r in all_rows if r.state != DELETED and visible(caller, r.scope)]
 
 
+def retirement(ws: Workspace, memory_id: str) -> dict[str, str | None] | None:
+    """When a retired memory was retired, by whom and why (its retire event), or None if the
+    ledger does not say (a note retired by moving its file by hand)."""
+    with ws.lock:
+        event = ws.retirements.get(memory_id)
+    if event is None:
+        return None
+    by = event.source.name if event.source else None
+    return {"at": _iso(event.time), "by": by, "reason": event.reason}
+
+
 def routes(parts: Parts) -> list[BaseRoute]:
     """``GET /admin/memories`` and ``GET /admin/memories/{id}`` (``?pinned=<scope>`` for a connection
     pinned to a scope), ``POST /admin/memories/{id}/delete``."""
@@ -222,7 +233,10 @@ def routes(parts: Parts) -> list[BaseRoute]:
         found = [r for r in seen_by(rows(parts.workspace), pinned) if r.id == memory_id]
         if not found:
             raise NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
-        return JSONResponse({"item": asdict(found[0])})
+        item: dict[str, object] = asdict(found[0])
+        if found[0].state == State.RETIRED.value:
+            item["retired"] = retirement(parts.workspace, memory_id)
+        return JSONResponse({"item": item})
 
     @refusing
     async def delete(request: Request) -> Response:
