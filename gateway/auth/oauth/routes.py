@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from gateway.auth.oauth import cimd, consent, metadata
+from gateway.auth.oauth import cimd, consent, metadata, refusal
 from gateway.auth.oauth.config import OAuthServer, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.oauth.register import register
@@ -57,8 +57,9 @@ def routes(server: OAuthServer) -> list[Route]:
                 await provider.client(client_id)
             except cimd.CimdRefused as exc:
                 body = {"error": "invalid_client", "error_description": str(exc)}
-                return JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
-        return await AuthorizationHandler(provider).handle(request)
+                refused = JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
+                return refusal.for_browser(request, refused)
+        return refusal.for_browser(request, await AuthorizationHandler(provider).handle(request))
 
     async def token(request: Request) -> Response:
         provider = Provider(server, server.issuer(request), remote_of(request))
