@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.serve import advertise_with_port
+from gateway.serve import advertise_with_port, banner
 from tests.gateway.e2e import alive, connect, data, start_gateway, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -46,3 +46,18 @@ def test_an_advertise_url_with_port_0_names_the_port_bound() -> None:
     assert advertise_with_port("https://[::1]:0/base", 8443) == "https://[::1]:8443/base"
     assert advertise_with_port("http://node-a.internal:8080", 41234) == "http://node-a.internal:8080"
     assert advertise_with_port("http://node-a.internal", 41234) == "http://node-a.internal"
+
+
+@pytest.mark.req("run:cli")
+def test_the_banner_says_how_to_sign_up_on_the_site_as_the_setting_allows() -> None:
+    base = "http://127.0.0.1:8080"
+    opened = banner(base, "/srv", signup="open")
+    assert f"Sign up in a browser at {base}/signup; then add {base}/mcp to a client" in opened
+    invited = banner(base, "/srv", signup="invite")
+    assert (
+        f"Sign-up at {base}/signup needs an invite: almanac invite create --data-dir /srv/almanac" in invited
+    )
+    closed = banner(base, "/srv", signup="closed")
+    assert "Sign-up on the site is closed." in closed and "/signup" not in closed
+    for text in (opened, invited, closed):
+        assert "owner create you@example.com --data-dir /srv" in text
