@@ -157,6 +157,7 @@ def workspace_import(w: Walk) -> None:
     )
     w.page.get_by_role("button", name="Import").click()
     w.page.wait_for_url(w.gateway.url + "/workspace/import?**")
+    assert "Finding them by meaning waits for their embeddings" in w.page.get_by_role("main").inner_text()
 
 
 def authorize_error(w: Walk) -> None:
