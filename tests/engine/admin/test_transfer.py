@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 
+from engine.admin.transfer import indexed_line
 from engine.transfer.archive import MANIFEST, store_files
 from tests.engine.support import socket_client, socket_engine
 from tests.vaults import NOTES, SKIPPED, many_notes_zip, vault_zip
@@ -157,7 +158,8 @@ def test_an_import_streams_its_progress_then_the_summary(tmp_path: Path) -> None
         progress = [e["progress"] for e in events if "progress" in e]
         assert progress[0] == "import: 300 files found in the upload"
         assert "import: copied 300 of 300 files" in progress
-        assert progress[-2:] == ["import: indexing what arrived", "import: indexed; searchable now"]
+        assert progress[-2] == "import: indexing what arrived"
+        assert progress[-1].startswith("import: indexed; searchable")
         assert list(events[-1]) == ["result"] and all("result" not in e for e in events[:-1])
         result = events[-1]["result"]
         assert len(result["imported"]) == 300 and result["progress"] == progress
@@ -185,3 +187,11 @@ def test_an_import_finishes_when_the_caller_leaves_mid_stream(tmp_path: Path) ->
         folder = ws / "notes" / "Imported" / "Left"
         assert len(list(folder.rglob("*.md"))) == 400
         assert not [p for p in ws.iterdir() if p.name.startswith(".transfer-")]  # nothing staged is left
+
+
+@pytest.mark.req("life:import")
+def test_the_last_import_line_says_what_still_waits_for_embeddings() -> None:
+    assert indexed_line(0) == "import: indexed; searchable now"
+    said = indexed_line(12)
+    assert said.startswith("import: indexed; searchable by its words now")
+    assert "the 12 chunks and facts still waiting are embedded in the background" in said
