@@ -98,6 +98,8 @@ def seed(w: Walk) -> None:
         },
     )
     w.api("/log", {"text": f"Shipped search v2 to staging; see {URL}"})
+    w.api("/context", {"query": f"where is the failover runbook {URL}", "scope": SCOPE})
+    w.api("/context", {"query": "when are deploys frozen"})
     w.ids["retired"] = w.api("/memories", {"statement": "Deploys are frozen until the audit ends."})
     w.api(f"/memories/{w.ids['retired']}/retire", {"reason": f"the audit ended, see {URL}"})
 
@@ -149,6 +151,14 @@ def revoked(w: Walk) -> None:
     )
 
 
+def activity(w: Walk) -> None:
+    w.go("/activity")
+    opened = w.page.locator("main summary")
+    if opened.count():
+        opened.first.click()  # open the newest retrieval's list of memories
+    assert SCOPE in w.page.get_by_role("main").inner_text()  # the queries are kept as hashes
+
+
 def workspace_import(w: Walk) -> None:
     w.go("/workspace")
     w.page.get_by_label("Label").fill("Obsidian")
@@ -181,7 +191,7 @@ STEPS: list[tuple[Step, Callable[[Walk], None] | None]] = [
     (Step("revoke-confirm", revoke_confirm), revoked),
     (Step("connections-revoked", lambda w: None), None),
     (Step("settings", lambda w: w.go("/settings")), None),
-    (Step("activity", lambda w: w.go("/activity")), None),
+    (Step("activity", activity), None),
     (Step("workspace", lambda w: w.go("/workspace")), None),
     (Step("workspace-import", workspace_import), None),
     (Step("account", lambda w: w.go("/account")), None),
