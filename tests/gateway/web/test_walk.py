@@ -21,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Playwright
 
+from tests.gateway.auth.oauth.flow import pkce
 from tests.gateway.e2e import Gateway, start_gateway
 from tests.gateway.web.browser import launch
 from tests.vaults import vault_zip
@@ -170,6 +171,27 @@ def workspace_import(w: Walk) -> None:
     assert "Finding them by meaning waits for their embeddings" in w.page.get_by_role("main").inner_text()
 
 
+def consent(w: Walk) -> None:
+    """The consent page for a client with a long name and a long redirect host (registered as
+    Claude would register itself)."""
+    callback = "https://" + "agents." * 8 + "example.com/api/mcp/auth_callback"
+    registered = httpx.post(
+        w.gateway.url + "/register",
+        json={"client_name": "Research assistant " + WORD, "redirect_uris": [callback]},
+        timeout=30,
+    ).json()
+    query = {
+        "response_type": "code",
+        "client_id": registered["client_id"],
+        "redirect_uri": callback,
+        "code_challenge": pkce()[1],
+        "code_challenge_method": "S256",
+        "state": "walk",
+    }
+    w.go("/authorize?" + urlencode(query))
+    w.page.wait_for_url(w.gateway.url + "/consent?**")
+
+
 def authorize_error(w: Walk) -> None:
     w.go("/authorize?response_type=code&client_id=nobody-registered-this-client-" + "z" * 60)
     assert w.page.get_by_role("heading", level=1).inner_text() != ""
@@ -195,6 +217,7 @@ STEPS: list[tuple[Step, Callable[[Walk], None] | None]] = [
     (Step("workspace", lambda w: w.go("/workspace")), None),
     (Step("workspace-import", workspace_import), None),
     (Step("account", lambda w: w.go("/account")), None),
+    (Step("consent", consent), None),
     (Step("authorize-error", authorize_error), None),
 ]
 
