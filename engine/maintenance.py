@@ -74,9 +74,15 @@ def reindex(
         total = counts["chunks_pending"] + counts["facts_pending"]
         if total:
             say(f"embedding {total} chunks and facts with {embedder.model_id}")
+        said = -1  # a line only when the count moved; the last one says N of N
         while not indexer.wait_idle(PROGRESS_EVERY_S):
-            say(f"embedded {total - indexer.backlog()} of {total}")
+            done = total - indexer.backlog()
+            if done != said:
+                say(f"embedded {done} of {total}")
+                said = done
         left = indexer.backlog()
+        if total and not left and said != total:
+            say(f"embedded {total} of {total}")
         if total and left:
             say(
                 f"{left} of {total} are still waiting for embeddings (provider not ready); they will be "

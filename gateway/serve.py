@@ -106,12 +106,23 @@ def almanac_command() -> str:
     return "almanac"
 
 
-def banner(base: str, data_dir: str, command: str = "almanac") -> str:
+#: How the banner says owners sign up on the site, by the ``signup`` setting.
+SIGNUP_LINES = {
+    "open": "Sign up in a browser at {base}/signup; then add {base}/mcp to a client, which signs in there.\n",
+    "invite": "Sign-up at {base}/signup needs an invite: {command} invite create --data-dir {d}\n",
+    "closed": "Sign-up on the site is closed.\n",
+}
+
+
+def banner(base: str, data_dir: str, command: str = "almanac", signup: str = "open") -> str:
     d = shlex.quote(data_dir)
+    web = SIGNUP_LINES.get(signup, "").format(base=base, command=command, d=d)
+    then = "Or, on this host, " if signup == "open" else ""
     return (
         f"Almanac {version('almanac')} is serving MCP at {base}/mcp\n"
         f"Data: {data_dir}\n"
-        "To connect a client, create an owner and a token once (the token is printed once):\n"
+        f"{web}"
+        f"{then or 'To connect a client, '}create an owner and a token once (the token is printed once):\n"
         f"  {command} owner create you@example.com --data-dir {d}\n"
         f"  {command} token create --owner you@example.com --name 'Claude Code' --data-dir {d}\n"
         "then give the client the URL and the token, e.g. for Claude Code:\n"
@@ -156,7 +167,12 @@ def run(settings: Settings) -> None:
         raise
     port = sock.getsockname()[1]
     sys.stdout.write(
-        banner(url_of(settings.host, port, settings.public_url), str(settings.data_dir), almanac_command())
+        banner(
+            url_of(settings.host, port, settings.public_url),
+            str(settings.data_dir),
+            almanac_command(),
+            settings.signup,
+        )
     )
     sys.stdout.flush()
     config = uvicorn.Config(

@@ -77,6 +77,10 @@ def test_the_docs_list_every_server_scenario_of_the_pinned_suite() -> None:
     for name, (result, why) in rows.items():
         assert (result == "passes") == (why == ""), f"{name}: a scenario not applicable says why"
     assert len(applicable()) >= 6
+    said = DOC.read_text()  # the page's counts are the table's
+    run, rest = len(applicable()), len(table()) - len(applicable())
+    assert f"{len(table())} in 0.1.12" in said and f"runs exactly the {run} scenarios" in said
+    assert f"not run the {rest} marked" in said and f"no more than the {run}." in said
 
 
 @pytest.mark.req("engine:surface")

@@ -202,6 +202,17 @@ def _pin(params: Mapping[str, str]) -> tuple[str | None, bool]:
     return params.get("pinned") or None, params.get("unscoped") == "1"
 
 
+def retirement(ws: Workspace, memory_id: str) -> dict[str, str | None] | None:
+    """When a retired memory was retired, by whom and why (its retire event), or None if the
+    ledger does not say (a note retired by moving its file by hand)."""
+    with ws.lock:
+        event = ws.retirements.get(memory_id)
+    if event is None:
+        return None
+    by = event.source.name if event.source else None
+    return {"at": _iso(event.time), "by": by, "reason": event.reason}
+
+
 def routes(parts: Parts) -> list[BaseRoute]:
     """``GET /admin/memories`` and ``GET /admin/memories/{id}`` (``?pinned=<scope>`` for a connection
     pinned to a scope, ``&unscoped=1`` if it reads unscoped memories), ``POST
@@ -227,7 +238,10 @@ def routes(parts: Parts) -> list[BaseRoute]:
         found = [r for r in seen_by(rows(parts.workspace), *_pin(request.query_params)) if r.id == memory_id]
         if not found:
             raise NotFound(f"no memory has the id {memory_id!r}; ids look like fct_…, nte_… or log_…")
-        return JSONResponse({"item": asdict(found[0])})
+        item: dict[str, object] = asdict(found[0])
+        if found[0].state == State.RETIRED.value:
+            item["retired"] = retirement(parts.workspace, memory_id)
+        return JSONResponse({"item": item})
 
     @refusing
     async def delete(request: Request) -> Response:

@@ -34,8 +34,21 @@ from engine import settings as es
 from engine.admin import Parts, refusing
 from engine.errors import InvalidInput
 from engine.store import fsio
+from engine.tools import without_paths
 
 log = logging.getLogger("almanac.engine.admin")
+
+
+def owner_view(provider: dict[str, Any]) -> dict[str, Any]:
+    """The provider's status as the owner's Settings page shows it: like ``memory_status``, its
+    detail and notes never name a server path (the engine's own log keeps them)."""
+    detail = without_paths(str(provider.get("detail") or ""))
+    return {
+        **provider,
+        "detail": detail,
+        "notes": [without_paths(str(n)) for n in provider.get("notes") or ()],
+    }
+
 
 #: What each setting does, in the words the dashboard shows (a test keeps it complete).
 HELP: dict[str, str] = {
@@ -215,7 +228,7 @@ class _Settings:
         provider = None if status is None else status.to_json()
         if provider is not None and self.parts.indexer is not None:
             provider["running"] = self.parts.indexer.embedder.provider
-        return describe(running, on_disk, inherited, provider)
+        return describe(running, on_disk, inherited, None if provider is None else owner_view(provider))
 
     async def get(self, request: Request) -> Response:
         return JSONResponse(self.reply())

@@ -157,8 +157,19 @@ def run_import(
         if parts.indexer is not None:
             say("import: indexing what arrived")
             parts.indexer.scan_once()  # reload the store and index what arrived, before answering
-            say("import: indexed; searchable now")
+            say(indexed_line(parts.indexer.backlog()))
     return replace(outcome, progress=lines)
+
+
+def indexed_line(waiting: int) -> str:
+    """The import's last progress line: what arrived is in the keyword index once the store is
+    reconciled; its embeddings are made in the background, ``waiting`` of them still to come."""
+    if not waiting:
+        return "import: indexed; searchable now"
+    return (
+        f"import: indexed; searchable by its words now, and by meaning once the {waiting} chunks "
+        "and facts still waiting are embedded in the background"
+    )
 
 
 Events = queue.SimpleQueue[dict[str, Any] | None]

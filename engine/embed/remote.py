@@ -208,7 +208,7 @@ class RemoteEmbedder:
 
     def probe(self) -> ProviderStatus:
         """The service's status, confirmed by one real ``/embed`` call through the socket."""
-        notes: tuple[str, ...] = (f"Host embedder service on {self.socket_path}.",)
+        notes: tuple[str, ...] = ("Computed by the embedder service this host's engines share.",)
         try:
             inner = self.service_status()
         except EmbedError as exc:

@@ -118,6 +118,7 @@ class Workspace:
         self.logs: dict[str, LogRecord] = {}
         self.note_by_content: dict[str, str] = {}
         self.deleted: dict[str, Event] = {}  # memory id -> its delete event (what the owner erased)
+        self.retirements: dict[str, Event] = {}  # a retired memory's id -> its retire event (why, when)
         self.problems: list[FileProblem] = []
         self.yaml_parsed = 0  # YAML blocks the last load parsed (not from the memo)
         self.listeners: list[Callable[[str], None]] = []
@@ -158,6 +159,7 @@ class Workspace:
             self.logs.clear()
             self.note_by_content.clear()
             self.deleted.clear()
+            self.retirements.clear()
             self.problems.clear()
             moved: dict[str, State] = {}  # a log entry's state as the ledger's last retire/restore says
             mentioned: set[str] = set()  # memories with blocks since their last delete event (if any)
@@ -171,6 +173,7 @@ class Workspace:
                 self._report(path, parsed.problems)
                 for event in parsed.events:
                     self.facts.apply(event)
+                    self._note_retirement(event)
                     if event.kind == "delete":
                         self.deleted[event.memory] = event
                         if event.memory in mentioned:
@@ -320,6 +323,13 @@ class Workspace:
 
     # -- writing (call with self.lock held) ----------------------------------------------------
 
+    def _note_retirement(self, event: Event) -> None:
+        """Keep :attr:`retirements`: a retire event is remembered until a restore or delete."""
+        if event.kind == "retire":
+            self.retirements[event.memory] = event
+        elif event.kind in ("restore", "delete"):
+            self.retirements.pop(event.memory, None)
+
     def _changed(self, memory_id: str) -> None:
         for listener in self.listeners:
             listener(memory_id)
@@ -335,6 +345,7 @@ class Workspace:
         with durable("append to the ledger"):
             fsio.append_durable(path, block.encode())
         self.facts.apply(event)
+        self._note_retirement(event)
         if event.kind == "delete":
             self.deleted[event.memory] = event
             erasure.erase_content(self, event.memory, event.event_id)

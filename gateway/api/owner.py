@@ -298,7 +298,7 @@ class OwnerApi:
                 f"no live connection {wanted!r} in this workspace; GET {CONNECTIONS} lists them"
             )
         remote = request.client.host if request.client else None
-        revoked = self.store.revoke(who.owner_id, target.id, remote=remote)
+        revoked = self.store.revoke(who.owner_id, target.id, remote=remote, via="api")
         return JSONResponse({"connection": connection_json(revoked)})
 
     def _audit(self, kind: str, who: Principal, request: Request, detail: dict[str, object]) -> None:

@@ -114,5 +114,5 @@ def connection_fields(c: Connection) -> list[str]:
 def token_revoke(token_id_or_name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
     """Revoke a token by its id or name; it stops working at once."""
     with control_plane(config_file, data_dir) as store:
-        revoked = store.revoke(store.owner_by_email(email).id, token_id_or_name)
+        revoked = store.revoke(store.owner_by_email(email).id, token_id_or_name, via="cli")
     click.echo(f"revoked token {revoked.name!r} ({revoked.id})", err=True)

@@ -19,6 +19,7 @@ from gateway.cli.common import (
     workspace_folder,
     workspace_options,
 )
+from gateway.engines.supervisor import EXIT_LOCKED
 
 
 @click.command("export")
@@ -39,7 +40,7 @@ def export(
     """Write a workspace's store to a new zip file TARGET (the Markdown files as on disk, plus a
     manifest). Give the workspace as FOLDER, or by --owner (and --workspace)."""
     where = workspace_folder(folder, email, workspace_name, data_dir, config_file)
-    sys.exit(run_engine("--export", str(target.absolute()), "--dir", str(where)))
+    sys.exit(_busy_hint(run_engine("--export", str(target.absolute()), "--dir", str(where))))
 
 
 @click.command("import")
@@ -72,4 +73,18 @@ def import_(
         args += ["--label", label]
     if create or email is not None:  # an owner's workspace is registered, even before its first start
         args.append("--create")
-    sys.exit(run_engine(*args))
+    sys.exit(_busy_hint(run_engine(*args)))
+
+
+#: Said after the engine's own refusal when the workspace's engine is running (exit 3).
+SERVED_HINT = (
+    "While the gateway serves this workspace, import and export it on the Workspace page of the "
+    "site (/workspace), or stop the gateway and run this again."
+)
+
+
+def _busy_hint(code: int) -> int:
+    """The engine's exit status, after pointing to the Workspace page when the workspace is busy."""
+    if code == EXIT_LOCKED:
+        click.echo(SERVED_HINT, err=True)
+    return code

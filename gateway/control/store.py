@@ -8,8 +8,10 @@ A thin shell: every method is one short transaction. The schema comes from ``mig
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import apsw
 
@@ -69,6 +71,18 @@ class Connection:
     client_id: str | None = None  # an OAuth connection's client
     client_name: str | None = None  # that client's own name (its metadata's client_name), if it gave one
     reads_unscoped: bool = False  # pinned (scope set): it also reads unscoped memories
+
+
+RevokedVia = Literal["page", "cli", "api"]
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """Why a connection was revoked, as its audit event records it."""
+
+    kind: str  # "token.revoke" (by the owner, or by the OAuth client) | "oauth.refresh_reuse"
+    via: str | None  # "page" | "cli" | "api" when the owner revoked it; None otherwise
+    reason: str | None  # the owner's words, or the gateway's ("revoked by the client", …)
 
 
 @dataclass(frozen=True)
@@ -357,8 +371,18 @@ class ControlPlane(
         rows = self._db.execute(_CONNECTION_SELECT + where + " ORDER BY c.created_at", (owner_id,))
         return [_connection(r) for r in rows]
 
-    def revoke(self, owner_id: str, id_or_name: str, *, remote: str | None = None) -> Connection:
-        """Revoke a live connection (by id, else by name) and every token it holds."""
+    def revoke(
+        self,
+        owner_id: str,
+        id_or_name: str,
+        *,
+        remote: str | None = None,
+        via: RevokedVia | None = None,
+        reason: str | None = None,
+    ) -> Connection:
+        """Revoke a live connection (by id, else by name) and every token it holds. ``via`` (where
+        the owner did it) and ``reason`` (their words, if any) go into the audit event, which is
+        where :meth:`revocations` finds why a connection was revoked."""
         live = self.connections(owner_id)
         match = [c for c in live if c.id == id_or_name] or [c for c in live if c.name == id_or_name]
         if not match:
@@ -370,10 +394,35 @@ class ControlPlane(
                 "UPDATE tokens SET revoked_at = ? WHERE connection_id = ? AND revoked_at IS NULL",
                 (now, target.id),
             )
-            self._audit(
-                "token.revoke", owner_id, target.workspace_id, target.id, remote, {"name": target.name}
-            )
+            detail: dict[str, object] = {"name": target.name}
+            if via is not None:
+                detail["via"] = via
+            if reason:
+                detail["reason"] = reason
+            self._audit("token.revoke", owner_id, target.workspace_id, target.id, remote, detail)
         return self.connection(target.id)
+
+    def revocations(self, owner_id: str, connection_ids: Iterable[str]) -> dict[str, Revocation]:
+        """Why each of these revoked connections was revoked, from its audit event (the newest)."""
+        wanted = list(dict.fromkeys(connection_ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        rows = self._db.execute(
+            "SELECT connection_id, kind, detail FROM audit_events WHERE owner_id = ? "
+            f"AND kind IN ('token.revoke', 'oauth.refresh_reuse') AND connection_id IN ({marks}) ORDER BY id",
+            (owner_id, *wanted),
+        )
+        found: dict[str, Revocation] = {}
+        for connection_id, kind, detail in rows:
+            parsed = json.loads(str(detail))
+            via, reason = parsed.get("via"), parsed.get("reason")
+            found[str(connection_id)] = Revocation(
+                kind=str(kind),
+                via=None if via is None else str(via),
+                reason=None if reason is None else str(reason),
+            )
+        return found
 
     def authenticate(self, secret: str, *, now: str | None = None) -> Principal | None:
         """The principal a bearer token speaks for, or None if it is unknown, expired (at ``now``,

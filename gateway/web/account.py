@@ -134,6 +134,7 @@ async def home(request: Request) -> Response:
         request,
         "home.html",
         mcp_url=mcp_url(request),
+        data_dir=request.app.state.components.settings.data_dir,
         workspaces=workspaces,
         connections=counts,
         conditions=conditions(store, workspaces, now=time.time()),

@@ -3,17 +3,18 @@
 A connection is a personal access token (kind ``pat``) or an OAuth grant (kind ``oauth``, made
 when a client signed in through the consent page). The page lists the live ones with their
 client, workspace, access, pinned scope (and whether it reads unscoped memories), creation and last
-use, and the recently revoked ones below. Revoking (POST + CSRF) takes effect at once: every
-token of the connection stops working on ``/mcp`` and the REST API with the next request. New
-tokens are made on ``/tokens/new``.
+use, and the recently revoked ones below with when and why each was revoked. Revoking is confirmed
+on a page of its own (``GET /connections/revoke?connection=…``, where the owner may say why); its
+form (POST + CSRF) takes effect at once: every token of the connection stops working on ``/mcp``
+and the REST API with the next request. New tokens are made on ``/tokens/new``.
 
-:func:`rows` is pure (connections → what the table shows); the handlers are thin.
+:func:`rows` and :func:`why` are pure (connections → what the tables show); the handlers are thin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -21,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import context, current, login_redirect, remote_of
-from gateway.control.store import Connection
+from gateway.control.store import Connection, Revocation
 from gateway.errors import TokenNotFound
 from gateway.web.render import render
 
@@ -30,6 +31,8 @@ KINDS = {"pat": "Token", "oauth": "OAuth"}  # a personal access token; a client 
 READS = {False: "this scope only", True: "this scope and unscoped memories"}
 #: How many revoked connections the page shows (newest first).
 REVOKED_SHOWN = 20
+#: The longest reason an owner may give for revoking.
+REASON_MAX = 500
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,27 @@ class Row:
     last_used: str | None
     last_used_iso: str | None
     revoked: str | None
+    why: str | None = None  # for a revoked one: why, in words (see :func:`why`)
+
+
+def why(revocation: Revocation | None) -> str:
+    """Why a connection was revoked, as the Recently revoked table says it."""
+    if revocation is None:
+        return "No reason recorded."
+    if revocation.kind == "oauth.refresh_reuse":
+        return (
+            "An old refresh token was used again, which can mean it was copied; "
+            "the gateway revoked the whole sign-in."
+        )
+    where = {
+        "page": "You revoked it on this page",
+        "cli": "Revoked on the server with almanac token revoke",
+        "api": "Revoked through the REST API",
+    }.get(revocation.via or "")
+    if where is None:  # revoked by the gateway or the client, which say why themselves
+        said = revocation.reason or "no reason recorded"
+        return said[:1].upper() + said[1:] + "."
+    return f"{where}: “{revocation.reason}”" if revocation.reason else where + "."
 
 
 def minute(stamp: str | None) -> str | None:
@@ -78,17 +102,27 @@ def row_of(c: Connection) -> Row:
     )
 
 
-def rows(connections: Iterable[Connection]) -> tuple[list[Row], list[Row]]:
-    """(live, revoked): live ones oldest first; the :data:`REVOKED_SHOWN` newest revoked ones."""
+def rows(
+    connections: Iterable[Connection], revocations: Mapping[str, Revocation] | None = None
+) -> tuple[list[Row], list[Row]]:
+    """(live, revoked): live ones oldest first; the :data:`REVOKED_SHOWN` newest revoked ones,
+    each with why it was revoked (from ``revocations``, by connection id)."""
     everything = list(connections)
     live = [row_of(c) for c in everything if c.revoked_at is None]
     gone = sorted((c for c in everything if c.revoked_at is not None), key=lambda c: c.revoked_at or "")
-    return live, [row_of(c) for c in reversed(gone[-REVOKED_SHOWN:])]
+    found = revocations or {}
+    shown = reversed(gone[-REVOKED_SHOWN:])
+    return live, [replace(row_of(c), why=why(found.get(c.id))) for c in shown]
+
+
+def revoked_ids(connections: Iterable[Connection]) -> list[str]:
+    return [c.id for c in connections if c.revoked_at is not None]
 
 
 def _page(request: Request, owner_id: str, *, status_code: int = 200, **notice: str | None) -> Response:
     store = context(request).store
-    live, revoked = rows(store.connections(owner_id, include_revoked=True))
+    everything = store.connections(owner_id, include_revoked=True)
+    live, revoked = rows(everything, store.revocations(owner_id, revoked_ids(everything)))
     return render(
         request,
         "connections.html",
@@ -115,25 +149,64 @@ async def connections(request: Request) -> Response:
     return _page(request, session.owner_id, info=info)
 
 
+def _live(request: Request, owner_id: str, chosen: object) -> Connection | None:
+    live = {c.id: c for c in context(request).store.connections(owner_id)}
+    return live.get(chosen) if isinstance(chosen, str) else None
+
+
+def _not_live(request: Request, owner_id: str) -> Response:
+    error = TokenNotFound("that connection is not one of your live connections; reload the list")
+    return _page(request, owner_id, status_code=error.status, error=error.message)
+
+
+async def confirm(request: Request) -> Response:
+    """The confirmation step: what will stop working, and a field for why."""
+    session = current(request)
+    if session is None:
+        return login_redirect(request)
+    target = _live(request, session.owner_id, request.query_params.get("connection"))
+    if target is None:
+        return _not_live(request, session.owner_id)
+    return render(
+        request,
+        "connection_revoke.html",
+        connection=row_of(target),
+        reason_max=REASON_MAX,
+        reason="",
+        error=None,
+    )
+
+
 async def revoke(request: Request) -> Response:
     session = current(request)
     if session is None:
         return login_redirect(request)
     form = await request.form()
     await check_csrf(request, form)
-    chosen = form.get("connection")
-    store = context(request).store
-    live = {c.id: c for c in store.connections(session.owner_id)}
-    target = live.get(chosen) if isinstance(chosen, str) else None
+    target = _live(request, session.owner_id, form.get("connection"))
     if target is None:
-        error = TokenNotFound("that connection is not one of your live connections; reload the list")
-        return _page(request, session.owner_id, status_code=error.status, error=error.message)
-    store.revoke(session.owner_id, target.id, remote=remote_of(request))
+        return _not_live(request, session.owner_id)
+    given = form.get("reason")
+    reason = " ".join(given.split()) if isinstance(given, str) else ""
+    if len(reason) > REASON_MAX:
+        error = f"The reason is {len(reason)} characters long; shorten it to at most {REASON_MAX}."
+        return render(
+            request,
+            "connection_revoke.html",
+            status_code=400,
+            connection=row_of(target),
+            reason_max=REASON_MAX,
+            reason=reason,
+            error=error,
+        )
+    store = context(request).store
+    store.revoke(session.owner_id, target.id, remote=remote_of(request), via="page", reason=reason or None)
     return RedirectResponse(f"/connections?revoked={target.id}", status_code=303)
 
 
 def routes() -> list[BaseRoute]:
     return [
         Route("/connections", connections, methods=["GET"]),
+        Route("/connections/revoke", confirm, methods=["GET"]),
         Route("/connections/revoke", revoke, methods=["POST"]),
     ]

@@ -103,6 +103,12 @@ async def browse(request: Request) -> Response:
     )
 
 
+def _is_retired(found: dict[str, Any]) -> bool:
+    """Whether ``retrieve_memory``'s answer is a retired memory (its latest value, for a fact)."""
+    shown = found.get("notes") or sorted(found.get("facts", []), key=lambda f: str(f.get("valid_from", "")))
+    return bool(shown) and shown[-1].get("state") == "retired"
+
+
 async def view(request: Request) -> Response:
     session = current(request)
     if session is None:
@@ -113,6 +119,10 @@ async def view(request: Request) -> Response:
     async with _supervisor(request).lease(workspace.id) as lease:
         found = await call_tool(lease.client, owner_principal(session, workspace), "retrieve_memory", args)
         gone = await memory_item(lease.client, memory_id) if isinstance(found, ToolRefusal) else None
+        retired = None
+        if not isinstance(found, ToolRefusal) and _is_retired(found):
+            item = await memory_item(lease.client, memory_id)
+            retired = item["item"].get("retired") if isinstance(item, dict) else None
     done = request.query_params.get("done")
     if isinstance(gone, dict) and gone["item"]["state"] == "deleted":
         return render(
@@ -149,6 +159,7 @@ async def view(request: Request) -> Response:
         memory_id=memory_id,
         facts=facts,
         note=notes[0] if notes else None,
+        retired=retired,
         error=None,
         info=info,
     )

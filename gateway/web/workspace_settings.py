@@ -7,7 +7,7 @@ The engine checks each value on its own; a refusal comes back field by field and
 Settings are read when an engine starts, so after a change the gateway restarts the workspace's
 engine (:meth:`~gateway.engines.supervisor.Supervisor.restart`) and the next call runs with it.
 
-:func:`shown` and :func:`changes` are pure; the handlers are thin.
+:func:`shown`, :func:`changes` and :func:`provider_label` are pure; the handlers are thin.
 """
 
 from __future__ import annotations
@@ -43,6 +43,13 @@ def shown(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def provider_label(provider: str) -> str:
+    """The provider as the ``embedding_provider`` setting names it: the engine reports the local
+    model computed by the host's shared embedder service as ``remote``, but it is the same local
+    model the owner chose (the provider's notes say where it runs)."""
+    return "local" if provider == "remote" else provider
 
 
 def changes(fields: Sequence[Mapping[str, Any]], form: Mapping[str, str]) -> dict[str, str]:
@@ -117,6 +124,7 @@ def _page(
         workspaces=workspaces,
         groups=groups,
         provider=found.get("provider"),
+        provider_label=provider_label(str((found.get("provider") or {}).get("provider", ""))),
         problems=found.get("problems", []),
         field_errors=dict(errors or {}),
         error=notice.get("error"),

@@ -59,6 +59,20 @@ def test_reindex_rebuilds_with_counts_and_the_doctor_agrees(tmp_path: Path) -> N
     assert "the index matches the store" in doctor.stderr
 
 
+@pytest.mark.req("engine:rebuild", "run:cli")
+def test_reindex_progress_ends_at_n_of_n_without_repeating_itself(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    fill(root)
+    result = engine("--reindex", "--dir", str(root), "--embedding-provider", "local")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    counted = [line for line in lines if line.startswith("reindex: embedded ")]
+    total = int(counted[-1].rsplit(" ", 1)[1])
+    assert total > 0 and counted[-1] == f"reindex: embedded {total} of {total}"
+    assert len(counted) == len(set(counted))  # a line only when the count moved
+    assert lines[-1].startswith("reindex: done in")
+
+
 @pytest.mark.req("run:cli")
 def test_doctor_reports_what_differs_and_changes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "ws"

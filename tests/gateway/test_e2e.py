@@ -52,6 +52,7 @@ def test_serve_prints_the_mcp_url_and_how_to_get_a_token(gateway: Gateway) -> No
     text = "".join(gateway.banner)
     assert "almanac owner create" in text and "almanac token create" in text
     assert f"claude mcp add --transport http almanac {gateway.url}/mcp --header" in text
+    assert f"Sign up in a browser at {gateway.url}/signup" in text  # sign-up is open by default
 
 
 @pytest.mark.req("gw:isolation", "gw:route")

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.serve import advertise_with_port
+from gateway.serve import advertise_with_port, banner
 from tests.gateway.e2e import alive, connect, data, start_gateway, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -72,3 +72,18 @@ def test_forwarded_addresses_are_believed_only_from_a_trusted_proxy(tmp_path: Pa
         assert _register_from(proxied.url, "203.0.113.8") == 201  # another client behind the proxy
     finally:
         proxied.stop()
+
+
+@pytest.mark.req("run:cli")
+def test_the_banner_says_how_to_sign_up_on_the_site_as_the_setting_allows() -> None:
+    base = "http://127.0.0.1:8080"
+    opened = banner(base, "/srv", signup="open")
+    assert f"Sign up in a browser at {base}/signup; then add {base}/mcp to a client" in opened
+    invited = banner(base, "/srv", signup="invite")
+    assert (
+        f"Sign-up at {base}/signup needs an invite: almanac invite create --data-dir /srv/almanac" in invited
+    )
+    closed = banner(base, "/srv", signup="closed")
+    assert "Sign-up on the site is closed." in closed and "/signup" not in closed
+    for text in (opened, invited, closed):
+        assert "owner create you@example.com --data-dir /srv" in text

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from gateway.auth.oauth import cimd, consent, metadata
+from gateway.auth.oauth import cimd, consent, metadata, refusal
 from gateway.auth.oauth.config import OAuthServer, over_limit, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.oauth.register import register
@@ -61,13 +61,14 @@ def routes(server: OAuthServer) -> list[Route]:
                 await provider.client(client_id)
             except cimd.CimdRefused as exc:
                 body = {"error": "invalid_client", "error_description": str(exc)}
-                return JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
+                refused = JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
+                return refusal.for_browser(request, refused)
         response = await AuthorizationHandler(provider).handle(request)
         location = response.headers.get("location")
         if location and "error" in parse_qs(urlsplit(location).query):
             # RFC 9207: an error sent back to the client names this issuer too (the SDK leaves it out)
             response.headers["location"] = construct_redirect_uri(location, iss=provider.issuer)
-        return response
+        return refusal.for_browser(request, response)
 
     async def token(request: Request) -> Response:
         if refused := over_limit(server, "token", request):

@@ -9,7 +9,7 @@ import anyio
 import httpx
 import pytest
 
-from engine.admin.memories import Query, Row, parse_query, rows, seen_by, select
+from engine.admin.memories import Query, Row, parse_query, retirement, rows, seen_by, select
 from engine.errors import InvalidInput
 from engine.memory import Memory
 from engine.scope import Caller
@@ -125,3 +125,30 @@ def test_a_pinned_connection_lists_its_scope_and_unscoped_memories_only_if_chose
     assert [r.id for r in seen_by(all_rows, "project:fjord", True)] == ["nte_01", "nte_03"]
     assert [r.id for r in seen_by(all_rows, "project:fjord")] == ["nte_01"]
     assert seen_by(all_rows, None) == all_rows
+
+
+@pytest.mark.req("life:retire")
+def test_a_retired_memory_says_when_by_whom_and_why(workspace: Workspace, memory: Memory) -> None:
+    """The retire event's reason stays with the memory (after a reload from the ledger too) until
+    it is restored; a log entry and a fact keep theirs the same way."""
+    note = memory.remember(ME, "Deploys are frozen.")
+    entry = memory.remember_note(ME, "Froze deploys")
+    fact = memory.save_memory(ME, "Fjord", "database", "MySQL")
+    memory.retire(ME, note.id, "the audit ended")
+    memory.retire(ME, entry.id)
+    memory.retire(ME, fact.id, "wrong database")
+    for ws in (workspace, reloaded(workspace)):
+        said = retirement(ws, note.id)
+        assert said is not None and said["reason"] == "the audit ended" and said["by"] == ME.connection
+        assert str(said["at"]).endswith("Z")
+        quiet = retirement(ws, entry.id)
+        assert quiet is not None and quiet["reason"] is None and quiet["by"] == ME.connection
+        assert (retirement(ws, fact.id) or {})["reason"] == "wrong database"
+    memory.restore(ME, note.id)
+    assert retirement(workspace, note.id) is None and retirement(reloaded(workspace), note.id) is None
+
+
+def reloaded(ws: Workspace) -> Workspace:
+    """The same store read again from its files (as a restarted engine reads it)."""
+    ws.load()
+    return ws

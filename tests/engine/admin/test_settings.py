@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from engine import settings as es
-from engine.admin.settings import GROUPS, HELP, apply, coerce, describe
+from engine.admin.settings import GROUPS, HELP, apply, coerce, describe, owner_view
+from engine.embed.remote import RemoteEmbedder
 from tests.engine.support import socket_engine
 
 OFFERED = ("local", "off")
@@ -168,3 +169,16 @@ def test_a_broken_workspace_file_is_reported_and_replaced_by_the_next_save(tmp_p
 
 def _field_of(reply: dict[str, Any], name: str) -> dict[str, Any]:
     return next(f for f in reply["fields"] if f["name"] == name)
+
+
+@pytest.mark.req("embed:states", "settings:layers")
+def test_the_provider_on_the_owners_page_names_no_server_path(tmp_path: Path) -> None:
+    """The host's embedder service is down: its state and what to do reach the owner's Settings
+    page, the socket's path does not (as in memory_status)."""
+    down = tmp_path / "run" / "embed.sock"
+    raw = RemoteEmbedder(down).probe().to_json()
+    assert str(down) in raw["detail"]  # what the engine's own log says
+    shown = owner_view(raw)
+    assert shown["state"] == "not_available" and "<server path>" in shown["detail"]
+    assert shown["notes"][0] == "Computed by the embedder service this host's engines share."
+    assert str(tmp_path) not in json.dumps(shown)

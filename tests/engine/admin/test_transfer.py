@@ -20,6 +20,7 @@ import anyio
 import httpx
 import pytest
 
+from engine.admin.transfer import indexed_line
 from engine.transfer.archive import MANIFEST, store_files
 from tests.engine.support import socket_client, socket_engine
 from tests.vaults import NOTES, SKIPPED, many_notes_zip, vault_zip
@@ -160,7 +161,8 @@ def test_an_import_streams_its_progress_then_the_summary(tmp_path: Path) -> None
         progress = [e["progress"] for e in events if "progress" in e]
         assert progress[0] == "import: 300 files found in the upload"
         assert "import: copied 300 of 300 files" in progress
-        assert progress[-2:] == ["import: indexing what arrived", "import: indexed; searchable now"]
+        assert progress[-2] == "import: indexing what arrived"
+        assert progress[-1].startswith("import: indexed; searchable")
         assert list(events[-1]) == ["result"] and all("result" not in e for e in events[:-1])
         result = events[-1]["result"]
         assert len(result["imported"]) == 300 and result["progress"] == progress
@@ -225,3 +227,11 @@ def test_a_staging_folder_left_by_a_crash_is_removed_at_start(tmp_path: Path) ->
         assert again.status_code == 200 and len(again.json()["imported"]) == 3000
     assert [p.name for p in (ws / "notes" / "Imported").iterdir()] == ["Big"]
     assert len(list((ws / "notes" / "Imported" / "Big").rglob("*.md"))) == 3000
+
+
+@pytest.mark.req("life:import")
+def test_the_last_import_line_says_what_still_waits_for_embeddings() -> None:
+    assert indexed_line(0) == "import: indexed; searchable now"
+    said = indexed_line(12)
+    assert said.startswith("import: indexed; searchable by its words now")
+    assert "the 12 chunks and facts still waiting are embedded in the background" in said

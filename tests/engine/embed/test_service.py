@@ -96,6 +96,8 @@ def test_remote_vectors_equal_the_in_process_model(service: Path) -> None:
     assert np.allclose(query, local.embed_query("where is the staging database?"), atol=1e-5)
     assert status.state == "ready" and status.provider == "remote" and status.model_id == MODEL_ID
     assert any("offline" in n.lower() for n in status.notes)
+    assert status.notes[0] == "Computed by the embedder service this host's engines share."
+    assert not any(str(service) in n for n in status.notes)  # no server path on an owner's page
 
 
 @pytest.mark.req("embed:local")

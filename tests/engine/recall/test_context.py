@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from engine.embed.base import Matrix, ProviderStatus, Vector
+from engine.embed.errors import ProviderNotSetUp
 from engine.recall.budget import estimate_tokens
 from engine.scope import Caller
 from engine.store.model import State
@@ -212,3 +215,27 @@ def test_get_context_over_the_real_stdio_engine(tmp_path: Path) -> None:
 
     reply = anyio.run(go)
     assert reply["retrieval"] == "keyword" and "heron" in reply["notes"][0]["text"]
+
+
+class NotSetUp(GatedEmbedder):
+    """A provider that is chosen but not set up (Vertex without credentials): it embeds nothing."""
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        raise ProviderNotSetUp("no credentials")
+
+    def embed_query(self, text: str) -> Vector:
+        raise ProviderNotSetUp("no credentials")
+
+    def probe(self) -> ProviderStatus:
+        return ProviderStatus("vertex", "not_set_up", "text-embedding-005", 768, "no credentials")
+
+
+@pytest.mark.req("embed:states", "recall:get-context")
+def test_until_the_provider_is_ready_recall_finds_memories_by_their_words_only(tmp_path: Path) -> None:
+    """What the Settings page says while a provider is not ready: get_context still answers, by
+    keywords (its retrieval says so), and finds a memory by its words."""
+    with engine(tmp_path, NotSetUp(), settle=False) as e:
+        note = e.memory.remember(CALLER, "The staging database lives on kelp in eu-west-1.")
+        reply = call(e, "get_context", {"query": "staging database kelp"})
+    assert reply["retrieval"] == "keyword"
+    assert [n["id"] for n in reply["notes"]] == [note.id]

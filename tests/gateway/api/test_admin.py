@@ -49,6 +49,9 @@ def test_list_and_filter_every_state(gateway: Gateway) -> None:
     assert [i["id"] for i in found["items"]] == [kept["id"]] and found["items"][0]["source"] == "Admin script"
     one = api(gateway, token, "GET", f"/admin/memories/{kept['id']}")
     assert one.status_code == 200 and one.json()["item"]["state"] == "live"
+    assert "retired" not in one.json()["item"]
+    why = api(gateway, token, "GET", f"/admin/memories/{gone['id']}").json()["item"]["retired"]
+    assert (why["reason"], why["by"]) == ("changed", "Admin script") and why["at"].endswith("Z")
     assert error(api(gateway, token, "GET", "/admin/memories", params={"kind": "fcat"}))[:2] == (
         400,
         "invalid_input",

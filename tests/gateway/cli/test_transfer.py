@@ -52,4 +52,5 @@ def test_import_then_export_an_owners_workspace(tmp_path: Path) -> None:
     assert (
         busy.returncode == 3 and "another engine is serving" in busy.stderr and "stop it first" in busy.stderr
     )
+    assert "on the Workspace page of the site (/workspace)" in busy.stderr  # where it works meanwhile
     assert not (folder / "notes" / "Imported" / "Again").exists()

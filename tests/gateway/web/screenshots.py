@@ -185,6 +185,15 @@ def shot_connections(gateway: Gateway, page: Page) -> None:
     page.goto(gateway.url + "/connections")
 
 
+def shot_connection_revoke(gateway: Gateway, page: Page) -> None:
+    """The confirmation asked before revoking a connection."""
+    _seed(gateway)
+    sign_in(gateway, page)
+    page.goto(gateway.url + "/connections")
+    page.get_by_role("link", name="Revoke Research agent").click()
+    page.wait_for_url(gateway.url + "/connections/revoke?**")
+
+
 def shot_settings(gateway: Gateway, page: Page) -> None:
     _seed(gateway)
     sign_in(gateway, page)
@@ -216,6 +225,7 @@ SHOTS: dict[str, Shot] = {
     "memory": shot_memory,
     "memory-delete": shot_memory_delete,
     "connections": shot_connections,
+    "connection-revoke": shot_connection_revoke,
     "settings": shot_settings,
     "activity": shot_activity,
     "workspace-import": shot_workspace_import,

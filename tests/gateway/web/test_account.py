@@ -54,7 +54,7 @@ async def test_sign_up_home_sign_out_sign_in(data_dir: Path, database_url: str |
         assert home.status_code == 200
         assert "ada@example.com" in home.text
         assert f'value="{site.url}/mcp"' in home.text
-        assert "almanac token create --owner ada@example.com" in home.text
+        assert f"almanac token create --data-dir {data_dir} --owner ada@example.com" in home.text
         cookie = dict(client.cookies)
         r = await sign_out(client)
         assert r.status_code == 303 and r.headers["location"] == "/login?signed_out=1"

@@ -14,8 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page
 
-from gateway.control.store import Connection
-from gateway.web.connections import REVOKED_SHOWN, row_of, rows
+from gateway.control.store import Connection, Revocation
+from gateway.web.connections import REASON_MAX, REVOKED_SHOWN, row_of, rows, why
 from tests.gateway.auth.oauth.flow import approve, callback_params, pkce
 from tests.gateway.e2e import Gateway, connect, data, files_containing
 from tests.gateway.web.browser import off_loop
@@ -99,7 +99,7 @@ def _revoke_form(html: str, name: str) -> dict[str, str]:
     """The revoke form of the row named ``name``."""
     row = re.search(r'<th scope="row" class="name">' + re.escape(name) + r"</th>(.*?)</tr>", html, re.S)
     assert row is not None, f"no row for {name!r}"
-    found = re.search(r'name="connection" value="([^"]+)"', row.group(1))
+    found = re.search(r'href="/connections/revoke\?connection=([^"]+)"', row.group(1))
     assert found is not None
     return {"csrf_token": csrf_of(html), "connection": found.group(1)}
 
@@ -123,7 +123,7 @@ async def test_the_page_lists_tokens_and_oauth_grants_and_revokes_them_at_once(d
         assert laptop is not None and claude is not None
         for cell in ("Token", "read-only", "project:fjord", "never", secret[:8]):
             assert cell in laptop.group(1), cell
-        assert "OAuth" in claude.group(1) and '<td class="mono small">Claude</td>' in claude.group(1)
+        assert "OAuth" in claude.group(1) and 'data-label="Client">Claude</td>' in claude.group(1)
         assert secret not in page.text and access not in page.text
 
         # revoking: the token stops working at once, the page says so, the audit names it
@@ -220,14 +220,24 @@ def test_create_a_token_then_revoke_it_in_a_real_browser(site: Gateway, page: Pa
     row = page.get_by_role("row", name=re.compile("Browser token"))
     assert "read-only" in row.inner_text() and "Token" in row.inner_text()
     assert token not in page.content()
-    button = page.get_by_role("button", name="Revoke Browser token")
-    button.focus()
+    link = page.get_by_role("link", name="Revoke Browser token")
+    link.focus()
     page.keyboard.press("Enter")  # the keyboard is enough
+    page.wait_for_url(site.url + "/connections/revoke?connection=*")
+    assert_accessible(page)
+    assert page.get_by_role("heading", level=1).inner_text() == "Revoke “Browser token”?"
+    page.get_by_role("link", name="Keep it").click()  # changing one's mind changes nothing
+    page.wait_for_url(site.url + "/connections")
+    assert "Recently revoked" not in page.get_by_role("main").inner_text()
+    page.get_by_role("link", name="Revoke Browser token").click()
+    page.get_by_label("Why (optional)").fill("laptop lost")
+    page.get_by_role("button", name="Revoke").click()
     page.wait_for_url(site.url + "/connections?revoked=*")
     assert_accessible(page)
     assert page.get_by_role("status").inner_text() == "Revoked 'Browser token': its tokens no longer work."
     revoked = page.get_by_role("region", name="Recently revoked")
     assert "Browser token" in revoked.inner_text()
+    assert "You revoked it on this page: “laptop lost”" in revoked.inner_text()
 
     async def refused() -> int:
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -263,3 +273,57 @@ async def test_a_rest_call_moves_the_tokens_last_used_like_an_mcp_call(data_dir:
         assert script.last_used_at is not None
         row = script_row((await client.get("/connections")).text)
         assert "never" not in row and f'<time datetime="{script.last_used_at}' in row
+
+
+def test_why_a_connection_was_revoked_reads_as_words() -> None:
+    assert why(None) == "No reason recorded."
+    assert (
+        why(Revocation("token.revoke", "page", "laptop lost")) == "You revoked it on this page: “laptop lost”"
+    )
+    assert why(Revocation("token.revoke", "page", None)) == "You revoked it on this page."
+    assert why(Revocation("token.revoke", "cli", None)) == "Revoked on the server with almanac token revoke."
+    assert why(Revocation("token.revoke", "api", None)) == "Revoked through the REST API."
+    assert why(Revocation("token.revoke", None, "revoked by the client")) == "Revoked by the client."
+    assert why(Revocation("token.revoke", None, None)) == "No reason recorded."
+    assert "refresh token was used again" in why(
+        Revocation("oauth.refresh_reuse", None, "refresh token reused")
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.req("gw:pat", "gw:signin", "gw:ops")
+async def test_revoking_is_confirmed_first_and_records_why(data_dir: Path) -> None:
+    """The Revoke link only asks (a GET changes nothing); the confirming POST revokes and records the
+    owner's reason, which the page shows beside the revoked connection; an over-long reason is
+    refused with nothing revoked. A revocation from the command line says so."""
+    async with running_site(data_dir) as site, site.client() as client:
+        await sign_up(client, "uma@example.com")
+        owner = site.store.owner_by_email("uma@example.com")
+        workspace = site.store.workspaces(owner.id)[0]
+        agent, _ = site.store.create_pat(owner.id, workspace.id, "Agent")
+        spare, _ = site.store.create_pat(owner.id, workspace.id, "Spare")
+        page = await client.get("/connections")
+        form = _revoke_form(page.text, "Agent")
+        asked = await client.get("/connections/revoke", params={"connection": agent.id})
+        assert asked.status_code == 200 and "Revoke “Agent”?" in asked.text
+        assert [c.name for c in site.store.connections(owner.id)] == ["Agent", "Spare"]
+        assert (await client.get("/connections/revoke", params={"connection": "nope"})).status_code == 404
+
+        too_long = await client.post("/connections/revoke", data={**form, "reason": "x" * (REASON_MAX + 1)})
+        assert too_long.status_code == 400 and f"at most {REASON_MAX}" in too_long.text
+        assert [c.name for c in site.store.connections(owner.id)] == ["Agent", "Spare"]
+
+        done = await client.post("/connections/revoke", data={**form, "reason": "  laptop\n lost  "})
+        assert done.status_code == 303
+        site.store.revoke(owner.id, spare.id, via="cli")
+        after = await client.get("/connections")
+        shown = re.search(r"Recently revoked(.*)</table>", after.text, re.S)
+        assert shown is not None
+        assert "You revoked it on this page: “laptop lost”" in shown.group(1)
+        assert "Revoked on the server with almanac token revoke." in shown.group(1)
+        event = site.store.audit_events(owner_id=owner.id, limit=2)[1]
+        assert event.kind == "token.revoke" and event.detail == {
+            "name": "Agent",
+            "reason": "laptop lost",
+            "via": "page",
+        }

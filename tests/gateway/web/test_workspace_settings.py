@@ -14,12 +14,19 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page
 
-from gateway.web.workspace_settings import changes, shown
+from gateway.web.workspace_settings import changes, provider_label, shown
 from tests.gateway.e2e import Gateway, connect, data, refusal
 from tests.gateway.web.browser import off_loop
 from tests.gateway.web.conftest import Site, csrf_of, running_site
 from tests.gateway.web.test_account import PASSWORD, sign_up
 from tests.gateway.web.test_pages import assert_accessible
+
+
+def test_the_provider_is_named_as_the_setting_names_it() -> None:
+    """The host's shared embedder service computes the local model: the page says local, as the
+    embedding_provider setting does, not the engine's internal name for the service."""
+    assert provider_label("remote") == "local"
+    assert [provider_label(p) for p in ("local", "vertex", "off")] == ["local", "vertex", "off"]
 
 
 def test_shown_and_changes_compare_what_the_page_showed() -> None:

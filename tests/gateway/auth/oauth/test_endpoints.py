@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gateway.app import create_app
+from gateway.auth.oauth.refusal import explained
 from gateway.control.oauth import ConsentChoice
 from gateway.control.store import ControlPlane
 from tests.gateway.conftest import make_settings
@@ -298,3 +299,41 @@ async def test_mcp_refuses_expired_tokens_and_tokens_for_another_resource(server
     server.clock.now += 3601
     expired = await _mcp(server, ours["access_token"])
     assert expired.status_code == 401 and 'error="invalid_token"' in expired.headers["www-authenticate"]
+
+
+@pytest.mark.req("gw:oauth", "gw:signin")
+async def test_a_refused_authorize_is_a_page_for_a_browser_and_json_for_a_program(server: Server) -> None:
+    """Where the spec forbids redirecting (unknown client, unregistered redirect URI) a browser gets
+    a page saying what went wrong and what to do; any other caller keeps the JSON error. Errors the
+    spec sends back to the client still go back by redirect."""
+    client_id = await _register(server)
+    _, challenge = pkce()
+    bad_uri = {"response_type": "code", "client_id": client_id, "code_challenge": challenge}
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    for params in (
+        {**bad_uri, "redirect_uri": "https://evil.example/cb"},
+        {**bad_uri, "client_id": "dcr_nobody"},
+    ):
+        page = await server.http.get("/authorize", params=params, headers=browser)
+        assert page.status_code == 400 and "location" not in page.headers
+        assert page.headers["content-type"].startswith("text/html")
+        assert page.headers["content-security-policy"].startswith("default-src 'none'")
+        assert "Go back to your AI client and add this server again" in page.text
+        assert "{" not in page.text.split("<main", 1)[1]  # no raw JSON on the page
+        program = await server.http.get("/authorize", params=params)
+        assert program.status_code == 400 and program.json()["error"] in ("invalid_request", "invalid_client")
+    redirected = await server.http.get(
+        "/authorize",
+        params={"client_id": client_id, "redirect_uri": "http://127.0.0.1/callback", "response_type": "code"},
+        headers=browser,
+    )  # no PKCE: the client hears about it at its redirect URI, as the spec says
+    assert redirected.status_code == 302 and "error=" in redirected.headers["location"]
+
+
+def test_a_refusal_page_explains_the_error_in_words() -> None:
+    page = explained("invalid_request", "redirect_uri 'x' is not one this client registered")
+    assert page.title == "This sign-in link is not valid"
+    assert page.message.startswith(
+        "Redirect_uri 'x' is not one this client registered. Nothing was connected."
+    )
+    assert explained("something_new", "").message.startswith("Nothing was connected.")
