@@ -1,0 +1,149 @@
+"""Cold-start bursts with real engine processes (gw:spawn, gw:503): starts are queued with bounded
+concurrency, a start outlives the caller's wait instead of being killed, Retry-After follows the
+queue, and shutdown leaves nothing running."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from gateway.engines.supervisor import Supervisor
+from gateway.errors import EngineStartFailed, EngineStartTimeout
+from tests.gateway.engines.test_supervisor import alive, healthz, make_config, supervising
+
+pytestmark = pytest.mark.anyio
+
+BURST = 6
+
+
+def children() -> list[int]:
+    """This process's live children (zombies left out): every engine the supervisor spawned."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def gauge(sup: Supervisor, name: str) -> float:
+    value = sup.metrics.registry.get_sample_value(name)
+    assert value is not None, name
+    return value
+
+
+@pytest.mark.req("gw:spawn")
+async def test_a_burst_larger_than_the_concurrency_is_queued(tmp_path: Path) -> None:
+    config = make_config(tmp_path, start_concurrency=2, warm_spare=False, start_timeout=120.0)
+    async with supervising(config) as sup:
+        seen = {"starting processes": 0, "starting gauge": 0.0, "queued gauge": 0.0}
+        codes: list[int] = []
+
+        def look() -> None:
+            starting = len(children()) - len(sup.running())  # spawned, not yet healthy
+            seen["starting processes"] = max(seen["starting processes"], starting)
+            seen["starting gauge"] = max(seen["starting gauge"], gauge(sup, "almanac_engines_starting"))
+            seen["queued gauge"] = max(seen["queued gauge"], gauge(sup, "almanac_engine_starts_queued"))
+
+        async def call(ws: str) -> None:
+            codes.append(await healthz(sup, ws))
+
+        with anyio.fail_after(240):
+            async with anyio.create_task_group() as tg:
+                for i in range(BURST):
+                    tg.start_soon(call, f"ws{i}")
+                while len(codes) < BURST:
+                    look()
+                    await anyio.sleep(0.005)
+        assert codes == [200] * BURST
+        assert seen["starting processes"] == 2, seen  # never more than 2 at once, and 2 were
+        assert seen["starting gauge"] == 2, seen
+        assert seen["queued gauge"] >= BURST - 2, seen  # the rest waited their turn
+        assert sup.metrics.cold_starts._value.get() == BURST
+        assert gauge(sup, "almanac_engine_starts_queued") == 0 == gauge(sup, "almanac_engines_starting")
+        assert len(children()) == BURST
+
+
+@pytest.mark.req("gw:503", "gw:spawn")
+async def test_a_start_that_outlives_the_callers_wait_goes_on_and_the_retry_needs_no_new_spawn(
+    tmp_path: Path,
+) -> None:
+    async with supervising(make_config(tmp_path, start_timeout=0.0, warm_spare=False)) as sup:
+        with anyio.fail_after(120):
+            with pytest.raises(EngineStartTimeout, match="not ready yet") as first:
+                await healthz(sup, "ws_a")
+            assert first.value.retry_after >= 1
+            pid = None
+            while pid is None:  # the start goes on: its process is spawned after the caller left
+                pid = sup.pids().get("ws_a")
+                await anyio.sleep(0.01)
+            retries = 0
+            while True:
+                try:
+                    assert await healthz(sup, "ws_a") == 200
+                    break
+                except EngineStartTimeout:
+                    retries += 1
+                    assert sup.pids().get("ws_a") == pid and alive(pid), "the starting engine was replaced"
+                    await anyio.sleep(0.01)
+        assert sup.pids()["ws_a"] == pid and alive(pid)
+        assert sup.metrics.cold_starts._value.get() == 1
+        assert sup.slot("ws_a").failures == ()  # a caller giving up is no failure
+
+
+@pytest.mark.req("gw:503")
+async def test_retry_after_grows_with_the_position_in_the_queue(tmp_path: Path) -> None:
+    config = make_config(tmp_path, start_concurrency=1, start_timeout=0.0, warm_spare=False)
+    async with supervising(config) as sup:
+        waits: list[float] = []
+        with anyio.fail_after(60):
+            for i in range(4):
+                with pytest.raises(EngineStartTimeout) as refused:
+                    await healthz(sup, f"ws{i}")
+                waits.append(refused.value.retry_after)
+                if i:
+                    assert f"({sup.queue.ahead_of(f'ws{i}')} ahead of it)" in str(refused.value)
+        assert all(w >= 1 for w in waits)
+        assert waits == sorted(waits) and waits[0] < waits[-1], waits
+        # nothing measured yet: the prior (retry_after = 5 s) stands in for one start
+        assert waits[-1] - waits[-2] == pytest.approx(5.0, abs=0.5)
+
+
+@pytest.mark.req("gw:spawn")
+async def test_shutdown_with_starts_queued_leaves_no_process(tmp_path: Path) -> None:
+    """The first start takes the warm spare; the refill waits for the queue to empty; shutdown
+    comes while one start is under way and the rest are queued."""
+    config = make_config(tmp_path, start_concurrency=1, start_timeout=0.0)
+    with anyio.fail_after(120):
+        async with supervising(config) as sup:
+            while sup.spare_pid is None:
+                await anyio.sleep(0.01)
+            for i in range(4):
+                with pytest.raises(EngineStartTimeout):
+                    await healthz(sup, f"ws{i}")
+            while "ws0" not in sup.pids():  # the first start has its process (the spare)
+                await anyio.sleep(0.01)
+            assert sup.queue.depth == 3 and sup.queue.starting == 1
+            assert sup.spare_pid is None  # taken, and not refilled while starts are queued
+            assert len(children()) == 1
+        assert children() == [], "an engine outlived the supervisor"
+
+
+@pytest.mark.req("gw:spawn", "gw:503")
+async def test_a_stuck_start_is_killed_after_the_kill_timeout_and_counts_as_a_failure(tmp_path: Path) -> None:
+    stuck = (sys.executable, "-c", "import time; time.sleep(600)")
+    config = make_config(tmp_path, engine_command=stuck, start_kill_timeout=1.0, warm_spare=False)
+    async with supervising(config) as sup:
+        with anyio.fail_after(60), pytest.raises(EngineStartFailed, match="did not answer within 1 s"):
+            await healthz(sup, "ws_a")
+        assert children() == [] and sup.pids() == {}
+        assert len(sup.slot("ws_a").failures) == 1
