@@ -140,10 +140,25 @@ async def test_shutdown_with_starts_queued_leaves_no_process(tmp_path: Path) -> 
 
 @pytest.mark.req("gw:spawn", "gw:503")
 async def test_a_stuck_start_is_killed_after_the_kill_timeout_and_counts_as_a_failure(tmp_path: Path) -> None:
+    """Two stuck starts, one at a time: each is killed once its own process has had the kill timeout
+    (the second's time waiting in the queue does not count against it)."""
     stuck = (sys.executable, "-c", "import time; time.sleep(600)")
-    config = make_config(tmp_path, engine_command=stuck, start_kill_timeout=1.0, warm_spare=False)
+    config = make_config(
+        tmp_path, engine_command=stuck, start_kill_timeout=1.0, start_concurrency=1, warm_spare=False
+    )
     async with supervising(config) as sup:
-        with anyio.fail_after(60), pytest.raises(EngineStartFailed, match="did not answer within 1 s"):
-            await healthz(sup, "ws_a")
+        failed_after: dict[str, float] = {}
+        began = anyio.current_time()
+
+        async def call(ws: str) -> None:
+            with pytest.raises(EngineStartFailed, match="did not answer within 1 s and was stopped"):
+                await healthz(sup, ws)
+            failed_after[ws] = anyio.current_time() - began
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for ws in ("ws_a", "ws_b"):
+                    tg.start_soon(call, ws)
+        assert failed_after["ws_a"] >= 1.0 and failed_after["ws_b"] >= 2.0, failed_after
         assert children() == [] and sup.pids() == {}
-        assert len(sup.slot("ws_a").failures) == 1
+        assert len(sup.slot("ws_a").failures) == len(sup.slot("ws_b").failures) == 1
