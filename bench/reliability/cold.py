@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.reliability.procs import GatewayRun
 from bench.reliability.workload import error_kind
@@ -49,6 +50,11 @@ def default_settings() -> dict[str, str]:
     }
 
 
+def metric(text: str, name: str) -> float:
+    """The sum of a metric's samples named ``name`` in a ``/metrics`` page (over all labels)."""
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+
+
 def load_average() -> float:
     return float(Path("/proc/loadavg").read_text(encoding="utf-8").split()[0])
 
@@ -64,6 +70,7 @@ class Burst:
     errors: Counter[str] = field(default_factory=Counter)  # anything else, and workspaces never ready
     loads: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    metrics: str = ""  # the gateway's /metrics page once every workspace was ready
 
     @property
     def failed(self) -> int:
@@ -76,6 +83,8 @@ class Burst:
         ready = f"{max(self.ready_at):.0f}" if len(self.ready_at) == self.count else "never"
         waits = sorted(self.retry_after)
         loads = self.loads or [float("nan")]
+        starts = metric(self.metrics, "almanac_engine_cold_starts_total")
+        mean = metric(self.metrics, "almanac_engine_start_seconds_sum") / max(1.0, starts)
         return {
             "cold workspaces at once": str(self.count),
             "ready at the first call": str(first),
@@ -86,6 +95,11 @@ class Burst:
             "Retry-After min / max s": f"{waits[0]:g} / {waits[-1]:g}" if waits else "—",
             "503s by code": ", ".join(f"{k}: {n}" for k, n in sorted(self.refusals.items())) or "none",
             "other errors": ", ".join(f"{k}: {n}" for k, n in sorted(self.errors.items())) or "none",
+            "/metrics: engine starts / crashes / 503s": (
+                f"{starts:.0f} / {metric(self.metrics, 'almanac_engine_crashes_total'):.0f}"
+                f" / {metric(self.metrics, 'almanac_unavailable_total'):.0f}"
+            ),
+            "mean start s": f"{mean:.1f}",
             "load average start / max / end": f"{loads[0]:.1f} / {max(loads):.1f} / {loads[-1]:.1f}",
         }
 
@@ -145,6 +159,7 @@ async def burst(root: Path, count: int, *, settings: dict[str, str] | None = Non
                     calls.start_soon(one, http, token, began)
             out.seconds = time.monotonic() - began
             done.set()
+        out.metrics = gw.metrics()
     finally:
         if gw.stop() != 0:
             out.errors["gateway exit status"] += 1

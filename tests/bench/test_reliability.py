@@ -103,4 +103,6 @@ async def test_a_small_cold_burst_is_ready_after_honouring_retry_after(tmp_path:
     assert min(result.retry_after) >= 1
     row = result.row()
     assert row["never"] == "0" and row["all ready after s"] != "never"
+    # one start per workspace (none killed and begun again), and every 503 the client saw counted
+    assert row["/metrics: engine starts / crashes / 503s"] == f"4 / 0 / {len(result.retry_after)}"
     shutil.rmtree(tmp_path, ignore_errors=True)
