@@ -127,12 +127,14 @@ async def test_shutdown_with_starts_queued_leaves_no_process(tmp_path: Path) -> 
         async with supervising(config) as sup:
             while sup.spare_pid is None:
                 await anyio.sleep(0.01)
+            spare = sup.spare_pid
             for i in range(4):
                 with pytest.raises(EngineStartTimeout):
                     await healthz(sup, f"ws{i}")
             while "ws0" not in sup.pids():  # the first start has its process (the spare)
                 await anyio.sleep(0.01)
             assert sup.queue.depth == 3 and sup.queue.starting == 1
+            assert sup.pids()["ws0"] == spare  # the spare serves the first start of the burst
             assert sup.spare_pid is None  # taken, and not refilled while starts are queued
             assert len(children()) == 1
         assert children() == [], "an engine outlived the supervisor"
