@@ -294,6 +294,8 @@ class Supervisor:
                 await start.done.wait()
             if not start.done.is_set():
                 raise self._still_starting(slot)
+            if slot.workspace_id in self._retired:  # erased while starting: its start was called off
+                raise WorkspaceNotFound("this workspace has been erased")
             if start.error is not None:
                 raise type(start.error)(str(start.error), retry_after=start.error.retry_after)
 
@@ -351,7 +353,8 @@ class Supervisor:
                         )
                     slot.state = State.STARTING
                     if victim is not None:
-                        await self._stop_slot(self._slots[victim], reason="capacity")
+                        with anyio.CancelScope(shield=True):  # bounded by stop_timeout; never half-done
+                            await self._stop_slot(self._slots[victim], reason="capacity")
                     await self._start(slot)
         except WorkspaceUnavailable as exc:
             start.error = exc

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from gateway.engines.supervisor import Supervisor
-from gateway.errors import EngineStartFailed, EngineStartTimeout
+from gateway.errors import EngineStartFailed, EngineStartTimeout, WorkspaceNotFound
 from tests.gateway.engines.test_supervisor import alive, healthz, make_config, supervising
 
 pytestmark = pytest.mark.anyio
@@ -164,3 +164,28 @@ async def test_a_stuck_start_is_killed_after_the_kill_timeout_and_counts_as_a_fa
         assert failed_after["ws_a"] >= 1.0 and failed_after["ws_b"] >= 2.0, failed_after
         assert children() == [] and sup.pids() == {}
         assert len(sup.slot("ws_a").failures) == len(sup.slot("ws_b").failures) == 1
+
+
+@pytest.mark.req("gw:spawn")
+async def test_erasing_a_workspace_calls_off_its_start_queued_or_under_way(tmp_path: Path) -> None:
+    config = make_config(tmp_path, start_concurrency=1, start_timeout=60.0, warm_spare=False)
+    async with supervising(config) as sup:
+        outcome: dict[str, str] = {}
+
+        async def call(ws: str) -> None:
+            try:
+                await healthz(sup, ws)
+                outcome[ws] = "served"
+            except WorkspaceNotFound:
+                outcome[ws] = "erased"
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for ws in ("ws_a", "ws_b"):
+                    tg.start_soon(call, ws)
+                while "ws_a" not in sup.pids() or sup.queue.depth != 1:  # a spawned, b queued
+                    await anyio.sleep(0.005)
+                await sup.retire("ws_a")
+                await sup.retire("ws_b")
+        assert outcome == {"ws_a": "erased", "ws_b": "erased"}
+        assert children() == [] and sup.metrics.cold_starts._value.get() == 0
