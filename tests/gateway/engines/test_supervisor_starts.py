@@ -189,3 +189,19 @@ async def test_erasing_a_workspace_calls_off_its_start_queued_or_under_way(tmp_p
                 await sup.retire("ws_b")
         assert outcome == {"ws_a": "erased", "ws_b": "erased"}
         assert children() == [] and sup.metrics.cold_starts._value.get() == 0
+
+
+@pytest.mark.req("gw:spawn", "engine:idle")
+async def test_a_start_nobody_waits_for_any_more_finishes_then_idles_out(tmp_path: Path) -> None:
+    """The reaper never takes a queued or starting engine for idle: the start the caller left
+    finishes (one cold start, no failure), and only then is the engine stopped as idle."""
+    config = make_config(tmp_path, idle_timeout=0.2, start_timeout=0.0, warm_spare=False)
+    async with supervising(config) as sup:
+        with anyio.fail_after(120):
+            with pytest.raises(EngineStartTimeout):
+                await healthz(sup, "ws_a")
+            while sup.metrics.engine_stops.labels("idle")._value.get() < 1:
+                await anyio.sleep(0.01)
+        assert sup.metrics.cold_starts._value.get() == 1
+        assert sup.metrics.engine_crashes._value.get() == 0 and sup.slot("ws_a").failures == ()
+        assert children() == []
