@@ -45,7 +45,7 @@ from gateway.edge import headers as hdr
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
 from gateway.edge.ratelimit import RateLimiter
-from gateway.engines import policy, procs
+from gateway.engines import policy, procs, startq
 from gateway.engines.embedder import EmbedderService
 from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
@@ -144,6 +144,8 @@ def build(settings: Settings) -> Components:
             engine_settings_file=settings.engine_settings_file,
             import_max_unpacked_bytes=settings.import_max_unpacked_bytes,
             warm_spare=settings.engine_warm_spare,
+            start_concurrency=settings.engine_start_concurrency or startq.default_concurrency(),
+            start_kill_timeout=settings.engine_start_kill_timeout,
         ),
         metrics,
     )

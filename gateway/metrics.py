@@ -32,6 +32,14 @@ class Metrics:
             buckets=(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
             registry=r,
         )
+        self.starts_queued = Gauge(
+            "almanac_engine_starts_queued",
+            "Engine starts waiting for their turn in the start queue.",
+            registry=r,
+        )
+        self.engines_starting = Gauge(
+            "almanac_engines_starting", "Engine starts under way (spawned, not yet healthy).", registry=r
+        )
         self.engine_stops = Counter(
             "almanac_engine_stops", "Engines stopped by the gateway, by reason.", ["reason"], registry=r
         )

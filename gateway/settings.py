@@ -74,6 +74,8 @@ class Settings:
     engine_settings_file: Path | None = None
     engine_idle_timeout: float = field(default=600.0, metadata={"min": 0.05})
     engine_start_timeout: float = field(default=10.0, metadata={"min": 0.0})
+    engine_start_kill_timeout: float = field(default=300.0, metadata={"min": 1.0})
+    engine_start_concurrency: int | None = field(default=None, metadata={"min": 1})  # None: one per core
     engine_stop_timeout: float = field(default=10.0, metadata={"min": 0.1})
     engine_max_connections: int = field(default=100, metadata={"min": 1})
     engine_warm_spare: bool = True
@@ -130,6 +132,11 @@ class Settings:
             )
         if self.oidc_issuer is not None and not self.oidc_issuer.startswith(("http://", "https://")):
             raise ConfigError(f"oidc_issuer must start with https:// (or http://), got {self.oidc_issuer!r}")
+        if self.engine_start_kill_timeout <= self.engine_start_timeout:
+            raise ConfigError(
+                "engine_start_kill_timeout must be longer than engine_start_timeout "
+                "(a caller's wait ends before a slow start is given up)"
+            )
         if self.restart_backoff_max < self.restart_backoff_initial:
             raise ConfigError("restart_backoff_max must be at least restart_backoff_initial")
 

@@ -6,20 +6,29 @@ it exits unasked; and the host never runs more than ``max_engines`` (idle ones a
 make room). When an engine cannot be had, :meth:`Supervisor.lease` raises a
 :class:`~gateway.errors.WorkspaceUnavailable` and the caller forwards nothing.
 
+Starts are queued (:mod:`gateway.engines.startq`): at most ``start_concurrency`` at once, first come
+first served. A start runs beside its callers, not inside them: a caller waits at most
+``start_timeout`` and then gets 503 ``engine_start_timeout`` with a ``Retry-After`` from the queue,
+while the start carries on, so the retry finds the engine ready or further along. Only a start not
+healthy after ``start_kill_timeout`` (stuck) is killed, and recorded as a failure like a crash.
+
 Each workspace has a slot with a state machine, changed only on the event loop:
 
-    STOPPED ──start──▶ STARTING ──healthy──▶ RUNNING ──idle / cap / shutdown──▶ STOPPING ──▶ STOPPED
-                          │ fails / timeout                │ exits unasked (crash)
-                          ▼                                ▼
-                       STOPPED (failure recorded)       STOPPED (failure recorded, restart after backoff)
+    STOPPED ─call─▶ QUEUED ─turn─▶ STARTING ─healthy─▶ RUNNING ─idle / cap / shutdown─▶ STOPPING ─▶ STOPPED
+                      │ shutdown       │ exits / stuck / shutdown   │ exits unasked (crash)
+                      ▼                ▼                            ▼
+                   STOPPED          STOPPED (failure recorded)   STOPPED (failure recorded,
+                                                                          restart after backoff)
 
-Starting and stopping happen under the slot's lock, so concurrent first calls start it once.
+A slot has at most one start (:class:`Start`), begun under the slot's lock, so concurrent first
+calls start it once and all wait on it.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -35,6 +44,7 @@ from anyio.abc import Process, TaskGroup
 from gateway import logs
 from gateway.engines import policy, procs
 from gateway.engines.spare import WarmSpare
+from gateway.engines.startq import StartQueue
 from gateway.engines.wire import EngineTransport
 from gateway.errors import (
     EngineCapacity,
@@ -75,10 +85,16 @@ class SupervisorConfig:
     engine_settings_file: Path | None = None
     warm_spare: bool = True
     import_max_unpacked_bytes: int | None = None  # passed as --import-max-bytes
+    #: starts under way at once (more wait their turn in the queue)
+    start_concurrency: int = 1
+    #: a start not healthy after this long is stuck: it is killed (``start_timeout`` only ends a
+    #: caller's wait)
+    start_kill_timeout: float = 300.0
 
 
 class State(enum.Enum):
     STOPPED = "stopped"
+    QUEUED = "queued"
     STARTING = "starting"
     RUNNING = "running"
     STOPPING = "stopping"
@@ -99,6 +115,17 @@ class Slot:
     generation: int = 0
     streams: set[anyio.CancelScope] = field(default_factory=set)
     sessions: dict[str, str] = field(default_factory=dict)
+    start: Start | None = None
+
+
+@dataclass(eq=False)
+class Start:
+    """A slot's start, queued or under way. It runs in the supervisor's task group, beside the calls
+    that wait for it (each for as long as it may); ``done`` is set when it has ended either way."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: WorkspaceUnavailable | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
 @dataclass(frozen=True)
@@ -163,6 +190,10 @@ class Supervisor:
             if config.warm_spare
             else None
         )
+        self._closing = False
+        self.queue = StartQueue(config.start_concurrency, prior=config.retry_after, clock=clock)
+        metrics.starts_queued.set_function(lambda: self.queue.depth)
+        metrics.engines_starting.set_function(lambda: self.queue.starting)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -178,6 +209,8 @@ class Supervisor:
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         with anyio.CancelScope(shield=True):
+            self._closing = True  # no start begins from here on
+            await self._call_off_starts()
             await self.stop_all(reason="shutdown")
             if self._spare is not None:
                 await self._spare.close(self.config.stop_timeout)
@@ -254,12 +287,28 @@ class Supervisor:
                 finally:
                     slot.streams.discard(scope)
 
-    async def _ensure_running(self, slot: Slot) -> None:
-        async with slot.lock:
-            if slot.state is State.RUNNING:
-                return
-            if slot.workspace_id in self._retired:
+    async def _ensure_running(self, slot: Slot, *, patience: float | None = None) -> None:
+        """Return once ``slot``'s engine runs, starting it if none is starting. The caller waits at
+        most ``patience`` seconds (default ``start_timeout``; ``math.inf``: for the outcome), then
+        gets :class:`EngineStartTimeout` while the start carries on."""
+        wait = self.config.start_timeout if patience is None else patience
+        deadline = anyio.current_time() + wait
+        while slot.state is not State.RUNNING:
+            start = await self._begin_start(slot, wait)
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await start.done.wait()
+            if not start.done.is_set():
+                raise self._still_starting(slot)
+            if slot.workspace_id in self._retired:  # erased while starting: its start was called off
                 raise WorkspaceNotFound("this workspace has been erased")
+            if start.error is not None:
+                raise type(start.error)(str(start.error), retry_after=start.error.retry_after)
+
+    async def _begin_start(self, slot: Slot, patience: float) -> Start:
+        """The slot's start under way, or a new one queued (after any restart backoff)."""
+        async with slot.lock:
+            if slot.start is not None:
+                return slot.start
             gate = policy.start_gate(self.config.restart, slot.failures, self._clock())
             if gate.verdict == "crash_loop":
                 raise EngineCrashLoop(
@@ -267,26 +316,76 @@ class Supervisor:
                     retry_after=gate.delay,
                 )
             if gate.verdict == "wait":
-                if gate.delay > self.config.start_timeout:
+                if gate.delay > patience:
                     raise EngineStartFailed(
                         "this workspace's engine failed recently and is backing off; try again later",
                         retry_after=gate.delay,
                     )
                 await anyio.sleep(gate.delay)
-            ok, victim = policy.capacity_victim(self.views(), self.config.max_engines)
-            if not ok:
-                raise EngineCapacity(
-                    "the host is running as many workspaces as it may and all are busy; try again shortly",
-                    retry_after=self.config.retry_after,
+            if slot.workspace_id in self._retired:
+                raise WorkspaceNotFound("this workspace has been erased")
+            if self._closing or self._tg is None:
+                raise EngineStartFailed(
+                    "the gateway is shutting down; try again shortly", retry_after=self.config.retry_after
                 )
-            slot.state = State.STARTING
-            try:
-                if victim is not None:
-                    await self._stop_slot(self._slots[victim], reason="capacity")
-                await self._start(slot)
-            finally:
-                if slot.state is State.STARTING:
-                    slot.state = State.STOPPED
+            start = slot.start = Start()
+            slot.state = State.QUEUED
+            self.queue.enqueue(slot.workspace_id)
+            self._tg.start_soon(self._run_start, slot, start)
+            return start
+
+    def _still_starting(self, slot: Slot) -> EngineStartTimeout:
+        wait = self.queue.retry_after(slot.workspace_id) or 1.0
+        ahead = self.queue.ahead_of(slot.workspace_id)
+        where = "is starting" if ahead is None else f"is queued to start ({ahead} ahead of it)"
+        return EngineStartTimeout(
+            f"this workspace's engine {where} and not ready yet; try again in {math.ceil(wait)} s",
+            retry_after=wait,
+        )
+
+    async def _run_start(self, slot: Slot, start: Start) -> None:
+        """One start, in the task group: wait for a turn, make room under the cap, spawn, wait healthy.
+        Its outcome goes to ``start`` for the callers waiting on it."""
+        try:
+            with start.scope:
+                async with self.queue.turn(slot.workspace_id):
+                    ok, victim = policy.capacity_victim(self.views(), self.config.max_engines)
+                    if not ok:
+                        raise EngineCapacity(
+                            "the host is running as many workspaces as it may and all are busy; "
+                            "try again shortly",
+                            retry_after=self.config.retry_after,
+                        )
+                    slot.state = State.STARTING
+                    if victim is not None:
+                        with anyio.CancelScope(shield=True):  # bounded by stop_timeout; never half-done
+                            await self._stop_slot(self._slots[victim], reason="capacity")
+                    await self._start(slot)
+        except WorkspaceUnavailable as exc:
+            start.error = exc
+        except Exception:
+            self._log.exception("engine start failed")
+            start.error = EngineStartFailed(
+                "the engine could not be started; try again", retry_after=self.config.retry_after
+            )
+        finally:
+            self.queue.withdraw(slot.workspace_id)  # called off before its task began
+            if slot.state is not State.RUNNING:
+                slot.state, slot.proc = State.STOPPED, None
+                if start.error is None:
+                    start.error = EngineStartFailed(
+                        "the engine's start was called off; try again", retry_after=self.config.retry_after
+                    )
+            slot.start = None
+            start.done.set()
+
+    async def _call_off_starts(self) -> None:
+        """Cancel every queued or spawned start (a spawned engine is killed) and wait for them."""
+        starts = [s.start for s in self._slots.values() if s.start is not None]
+        for start in starts:
+            start.scope.cancel()
+        for start in starts:
+            await start.done.wait()
 
     async def _start(self, slot: Slot) -> None:
         socket = self.config.run_dir / f"{slot.workspace_id}.sock"
@@ -299,20 +398,25 @@ class Supervisor:
         )
         started, log_from = self._clock(), procs.log_size(spec.log)
         try:
-            proc = await self._spare.take(socket, workspace_dir, spec.log) if self._spare else None
-            if proc is None:
-                proc = await procs.spawn(spec)
-            elif self._tg is not None:
+            # shielded: a process spawned as the start is cancelled must still be seen, and killed below
+            with anyio.CancelScope(shield=True):
+                taken = await self._spare.take(socket, workspace_dir, spec.log) if self._spare else None
+                proc = taken if taken is not None else await procs.spawn(spec)
+            if taken is not None and self._tg is not None:
                 self._tg.start_soon(self._spare_refill)
         except OSError as exc:
             raise self._failed(slot, EngineStartFailed, f"the engine could not be spawned: {exc}") from exc
+        slot.proc = proc
         try:
-            with anyio.fail_after(self.config.start_timeout):
+            with anyio.fail_after(self.config.start_kill_timeout):
                 await procs.wait_healthy(proc, spec, log_from=log_from)
         except TimeoutError:
             await procs.kill(proc)
+            logs.event(self._log, logging.WARNING, "engine.start_stuck", workspace=slot.workspace_id)
             raise self._failed(
-                slot, EngineStartTimeout, f"the engine did not answer within {self.config.start_timeout:g} s"
+                slot,
+                EngineStartFailed,
+                f"the engine did not answer within {self.config.start_kill_timeout:g} s and was stopped",
             ) from None
         except procs.ExitedEarly as exc:
             why = "another engine holds the workspace lock" if exc.returncode == EXIT_LOCKED else str(exc)
@@ -343,6 +447,7 @@ class Supervisor:
         slot.sessions.clear()
         slot.last_used = self._clock()
         elapsed = slot.last_used - started
+        self.queue.measured(elapsed)
         self.metrics.cold_starts.inc()
         self.metrics.cold_start_seconds.observe(elapsed)
         self.metrics.engines_running.set(len(self.running()))
@@ -358,7 +463,10 @@ class Supervisor:
         self._tg.start_soon(self._watch, slot, proc, slot.generation)
 
     async def _spare_refill(self) -> None:
+        """Start the next spare once no start is queued or under way: a spare importing its libraries
+        takes CPU from the starts a caller waits for."""
         assert self._spare is not None
+        await self.queue.idle()
         try:
             await self._spare.fill()
         except OSError as exc:
@@ -393,7 +501,7 @@ class Supervisor:
             return
         await anyio.sleep(gate.delay)
         try:  # a request may have restarted it meanwhile: then this returns at once
-            await self._ensure_running(slot)
+            await self._ensure_running(slot, patience=math.inf)
         except WorkspaceUnavailable as exc:
             logs.event(
                 self._log,
@@ -443,15 +551,19 @@ class Supervisor:
             )
 
     async def retire(self, workspace_id: str, *, reason: str = "erase") -> None:
-        """Stop the workspace's engine for good (its folder is about to be deleted): a start under
-        way is waited for, the engine is stopped even with calls in flight, and it is never started
-        again by this supervisor (a lease raises :class:`WorkspaceNotFound`)."""
+        """Stop the workspace's engine for good (its folder is about to be deleted): a start queued or
+        under way is called off (a spawned engine is killed), the engine is stopped even with calls in
+        flight, and it is never started again by this supervisor (a lease raises
+        :class:`WorkspaceNotFound`)."""
         self._retired.add(workspace_id)
         slot = self._slots.get(workspace_id)
         if slot is None:
             return
         async with slot.lock:
-            pass  # a start under way finishes first; no new one begins
+            start = slot.start  # no new one begins
+        if start is not None:
+            start.scope.cancel()
+            await start.done.wait()
         await self._stop_slot(slot, reason=reason, force=True)
         self._slots.pop(workspace_id, None)
 
@@ -470,7 +582,9 @@ class Supervisor:
         if slot is None:
             return
         async with slot.lock:
-            pass
+            start = slot.start
+        if start is not None:
+            await start.done.wait()
         await self._stop_slot(slot, reason=reason, force=True)
 
     async def stop_idle(self) -> list[str]:

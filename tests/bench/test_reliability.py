@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.reliability import check, concurrency, disk, kill, load
+from bench.reliability import check, cold, concurrency, disk, kill, load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -88,4 +88,21 @@ async def test_a_small_load_run_with_sleeping_workspaces(tmp_path: Path) -> None
     assert result.idle_stops >= 1 and result.cold_starts >= 3  # workspaces slept and woke
     row = result.row()
     assert row["lost"] == "0" and " / " in row["p50 / p95 / p99 ms"]
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.mark.req("gw:503", "gw:spawn")
+async def test_a_small_cold_burst_is_ready_after_honouring_retry_after(tmp_path: Path) -> None:
+    """Four cold workspaces, one start at a time, a caller's wait shorter than a start: some first
+    calls get 503 with Retry-After, and a client that honours it finds its workspace ready."""
+    settings = {"embedder": "false", "engine_start_concurrency": "1", "engine_start_timeout": "0.2"}
+    result = await cold.burst(tmp_path, 4, settings=settings)
+    assert result.errors == {}, result.errors
+    assert len(result.attempts) == 4 and len(result.ready_at) == 4
+    assert set(result.refusals) == {"engine_start_timeout"} and result.retry_after
+    assert min(result.retry_after) >= 1
+    row = result.row()
+    assert row["never"] == "0" and row["all ready after s"] != "never"
+    # one start per workspace (none killed and begun again), and every 503 the client saw counted
+    assert row["/metrics: engine starts / crashes / 503s"] == f"4 / 0 / {len(result.retry_after)}"
     shutil.rmtree(tmp_path, ignore_errors=True)

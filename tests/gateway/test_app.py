@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
+from gateway.app import build, create_app
 from tests.gateway.conftest import make_settings
 
 
@@ -32,10 +33,27 @@ def test_health_readiness_and_metrics(client: TestClient) -> None:
             "almanac_request_seconds_bucket",
             "almanac_engines_running",
             "almanac_engine_cold_starts_total",
+            "almanac_engine_starts_queued",
+            "almanac_engines_starting",
             "almanac_unavailable_total",
         ):
             assert name in text, name
         assert 'almanac_requests_total{method="POST",status="401"} 1.0' in text
+
+
+@pytest.mark.req("gw:spawn")
+def test_engine_starts_at_once_default_to_the_cores(data_dir: Path) -> None:
+    for settings, concurrency, kill in (
+        ({}, len(os.sched_getaffinity(0)), 300.0),
+        ({"engine_start_concurrency": 3, "engine_start_kill_timeout": 99.0}, 3, 99.0),
+    ):
+        parts = build(make_settings(data_dir, **settings))
+        try:
+            assert parts.supervisor.config.start_concurrency == concurrency
+            assert parts.supervisor.queue.concurrency == concurrency
+            assert parts.supervisor.config.start_kill_timeout == kill
+        finally:
+            parts.store.close()
 
 
 @pytest.mark.req("gw:route")

@@ -114,6 +114,8 @@ PG = "postgresql://almanac@db.internal/almanac"
             },
             "placement_lease must be longer",
         ),
+        ({"ALMANAC_ENGINE_START_KILL_TIMEOUT": "10"}, "engine_start_kill_timeout must be longer"),
+        ({"ALMANAC_ENGINE_START_CONCURRENCY": "0"}, "engine_start_concurrency: 0 is below the minimum 1"),
     ],
 )
 def test_bad_values_are_refused_with_the_setting_named(env: dict[str, str], fragment: str) -> None:
