@@ -26,20 +26,23 @@ class Cluster:
     root: Path
     nodes: dict[str, Gateway]
 
-    def start(self, name: str) -> Gateway:
-        node = start_gateway(
-            self.root / name,
-            self.root / f"{name}.log",
-            database_url=self.url,
-            node=name,
-            advertise_url="http://127.0.0.1:0",
-            cluster_secret=SECRET,
-            node_heartbeat_interval="0.2",
-            placement_lease="2",
-            retry_after="1",
-            engine_warm_spare="false",
-            engine_start_timeout="60",  # a loaded CI machine: a refusal here would test nothing
-        )
+    def settings(self, name: str) -> dict[str, str]:
+        """The settings every node ``name`` starts with (``almanac serve``'s ``ALMANAC_…`` variables)."""
+        return {
+            "database_url": self.url,
+            "node": name,
+            "advertise_url": "http://127.0.0.1:0",
+            "cluster_secret": SECRET,
+            "node_heartbeat_interval": "0.2",
+            "placement_lease": "2",
+            "retry_after": "1",
+            "engine_warm_spare": "false",
+            "engine_start_timeout": "60",  # a loaded CI machine: a refusal here would test nothing
+        }
+
+    def start(self, name: str, data_dir: Path | None = None) -> Gateway:
+        """Node ``name`` on its own data directory (``root/name``), or on ``data_dir``."""
+        node = start_gateway(data_dir or self.root / name, self.root / f"{name}.log", **self.settings(name))
         self.nodes[name] = node
         return node
 
