@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.control.oauth import epoch
 from tests.gateway.cluster.nodes import Cluster, running
 from tests.gateway.e2e import Gateway, connect, data, wait_for
 from tests.pg import PostgresServer
@@ -100,6 +101,14 @@ async def test_postgresql_stopped_answers_503_within_5_s_and_service_resumes_by_
     wait_for(lambda: _call(a, fresh)[0].status_code == 200, timeout=60, what="service to resume by itself")
     resumed = time.monotonic() - began
     assert resumed <= 30, resumed
+    # the node took its name's lock again on a new connection, and renews its leases again
+    back = time.time()
+    wait_for(
+        lambda: epoch(str(cluster.rows("SELECT heartbeat_at FROM nodes WHERE name = 'node-a'")[0][0])) > back,
+        what="a heartbeat after the restart",
+    )
+    second = cluster.serve_refused("node-a", tmp_path / "second")
+    assert second.returncode == 2 and "node 'node-a' is already running" in second.stderr, second.stderr
     async with connect(a, fresh) as client:
         for statement in ("written before the outage", "written during the outage"):
             found = await client.call_tool("get_context", {"query": statement})

@@ -6,7 +6,6 @@ serves every acknowledged write."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 
 from gateway.cluster.volume import VOLUME_FILE
 from tests.gateway.cluster.nodes import Cluster, started_nodes
-from tests.gateway.e2e import ALMANAC, Gateway, clean_env, connect, data, wait_for
+from tests.gateway.e2e import Gateway, connect, data, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -42,19 +41,6 @@ def _call(node: Gateway, token: str) -> httpx.Response:
     )
 
 
-def _serve_refused(cluster: Cluster, name: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = clean_env(
-        {f"ALMANAC_{k.upper()}": v for k, v in {"embedder": "false", **cluster.settings(name)}.items()}
-    )
-    return subprocess.run(
-        [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-
-
 def _served_again(node: Gateway, token: str) -> None:
     wait_for(lambda: _call(node, token).status_code == 200, what="the workspace served again")
 
@@ -71,7 +57,7 @@ async def test_a_second_process_under_a_live_name_or_data_directory_is_refused(
     generation = cluster.rows("SELECT generation FROM nodes WHERE name = 'node-a'")[0][0]
 
     # another data directory, the same live name: refused by the name's lock
-    other = _serve_refused(cluster, "node-a", tmp_path / "other")
+    other = cluster.serve_refused("node-a", tmp_path / "other")
     assert other.returncode == 2, other.stderr
     lines = other.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: node 'node-a' is already running"), other.stderr
@@ -79,7 +65,7 @@ async def test_a_second_process_under_a_live_name_or_data_directory_is_refused(
     assert not (tmp_path / "other" / "workspaces").exists()
 
     # the same data directory, another name: refused by the data directory's lock
-    same = _serve_refused(cluster, "node-z", a.data_dir)
+    same = cluster.serve_refused("node-z", a.data_dir)
     assert same.returncode == 2, same.stderr
     lines = same.stderr.strip().splitlines()
     assert len(lines) == 1 and "already running on the data directory" in lines[0], same.stderr
@@ -120,7 +106,7 @@ async def test_a_node_on_an_empty_volume_refuses_its_workspaces_as_lost_until_ba
     for node in (cluster.nodes[edge], on_empty):
         r = _call(node, token)
         assert r.status_code == 503, r.text
-        assert r.json()["error"]["code"] == "workspace_lost"
+        assert r.json()["error"]["code"] == "volume_mismatch"
         assert "not its own" in r.json()["error"]["message"]
         assert "retry-after" not in r.headers  # waiting does not mend it; the operator does
     assert not (empty / "workspaces" / workspace).exists()  # nothing opened empty
