@@ -44,7 +44,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
         ├── WorkspaceMoving           503 workspace_moving     (being moved to another node)
         ├── WorkspaceRestoring        503 workspace_restoring  (being restored from a backup)
         ├── WorkspaceLost             410 workspace_lost       (its node was declared lost)
-        │   └── WorkspaceVolumeMissing 503 workspace_lost      (its node runs on a volume not its own)
+        │   └── WorkspaceVolumeMissing 503 volume_mismatch   (its node runs on a volume not its own)
         └── ControlPlaneUnavailable   503 control_plane_unavailable (the control plane cannot be reached)
 """
 
@@ -294,6 +294,7 @@ class WorkspaceVolumeMissing(WorkspaceLost):
     empty or swapped volume): nothing of the workspace is there, so it is refused as lost — 503, the
     operator can mend it (restart the node on its own volume); no ``Retry-After``, waiting does not."""
 
+    code = "volume_mismatch"
     status = 503
 
 

@@ -10,7 +10,7 @@
 -- nodes.volume_seen  the identity its running process found in its data directory at its last start
 --                    ('' when there was none: an empty volume). Different from volume_id, the node is on
 --                    a volume that is not its own: every workspace placed on it is refused as lost
---                    (503 workspace_lost) until it is started again on its own volume.
+--                    (503 volume_mismatch) until it is started again on its own volume.
 
 ALTER TABLE nodes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN volume_id TEXT;

@@ -95,7 +95,7 @@ def node_lost(
     """Without NAME: list the workspaces every node refuses as lost — node, workspace id, owner,
     workspace, why: "declared lost", or "volume not its own" (the node runs on a data directory whose
     volume identity is not the one recorded at its first start: an empty or swapped volume; they
-    answer 503 workspace_lost until it is started again on its own volume).
+    answer 503 volume_mismatch until it is started again on its own volume).
 
     With NAME: declare a node lost for good (its disk is gone): it serves nothing from now on,
     whatever its heartbeat says, and takes nothing new; moves from or to it are called off. Its

@@ -89,6 +89,7 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
         EngineCrashLoop,
         EngineUnreachable,
         ControlPlaneUnavailable,
+        WorkspaceVolumeMissing,
         WorkspaceUnavailable,
     )
 }
@@ -127,8 +128,6 @@ def refusal_of(status: int, body: bytes, retry_after: str | None, node: str) -> 
         return WorkspaceNotFound(message)
     if status == 413:
         return PayloadTooLarge(message)
-    if status == WorkspaceVolumeMissing.status and code == WorkspaceVolumeMissing.code:
-        return WorkspaceVolumeMissing(message, retry_after=0.0)
     return _REFUSALS.get(code, WorkspaceUnavailable)(message, retry_after=wait)
 
 
