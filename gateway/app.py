@@ -33,7 +33,7 @@ from gateway.auth.sessions import AccountContext
 from gateway.cluster import volume
 from gateway.cluster.fencing import Fence, NameLock
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
-from gateway.cluster.internal import InternalMcp
+from gateway.cluster.internal import AdvertisedOnly, InternalMcp
 from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
 from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.moves import MoveEndpoints
@@ -427,6 +427,9 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                 methods=None,
             ),
         ]
+        for found in internal:  # never answered through the public name (an Ingress, a balancer)
+            if isinstance(found, Route) and node is not None:
+                found.app = AdvertisedOnly(found.app, node.advertise_url)
         middleware.append(
             Middleware(
                 RestForwarding,

@@ -126,3 +126,18 @@ async def test_a_node_on_an_empty_volume_refuses_its_workspaces_as_lost_until_ba
             for statement in acknowledged:
                 found = await client.call_tool("get_context", {"query": statement})
                 assert statement in str(found.content), statement
+
+
+@pytest.mark.req("run:scale-out")
+async def test_the_internal_endpoints_answer_only_at_the_advertise_address(cluster: Cluster) -> None:
+    """Through any other name (an Ingress's public host) they answer 404, signed or not."""
+    a = cluster.nodes["node-a"]
+    port = a.url.rsplit(":", 1)[1]
+    for path in ("/internal/v1/mcp", "/internal/v1/engine/mcp", "/internal/v1/workspaces/wsp_x/erase"):
+        elsewhere = httpx.post(a.url + path, content=b"{}", headers={"Host": f"localhost:{port}"}, timeout=30)
+        assert elsewhere.status_code == 404, (path, elsewhere.text)
+        assert "advertise URL" in elsewhere.json()["error"]["message"]
+        here = httpx.post(a.url + path, content=b"{}", timeout=30)  # its advertise address: checked
+        assert here.status_code == 401 and here.json()["error"]["code"] == "cluster_signature_invalid", path
+    public = httpx.get(a.url + "/healthz", headers={"Host": f"localhost:{port}"}, timeout=30)
+    assert public.status_code == 200  # the public routes answer at any allowed name
