@@ -139,6 +139,12 @@ class Router:
                 if seen is None:  # nobody can say who owns it
                     raise
                 # what was last read: its leases and heartbeats only look older than they are
+            except Exception as exc:  # any other failure of the control plane: the same, as a 503
+                if seen is None:
+                    return Unavailable(
+                        f"the control plane cannot say where this workspace lives ({exc})",
+                        self.config.retry_after,
+                    )
             else:
                 self._seen[workspace_id] = seen
                 if len(self._seen) > 10_000:
