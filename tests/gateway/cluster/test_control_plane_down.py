@@ -94,6 +94,9 @@ async def test_postgresql_stopped_answers_503_within_5_s_and_service_resumes_by_
             assert took <= 5.0, took
         rest = httpx.get(a.url + "/api/v1/openapi.json", timeout=30)
         assert rest.status_code == 200  # nothing asked of the control plane: still answered
+        # the cluster manifest's readiness probe stays green; /readyz says what is wrong
+        assert httpx.get(a.url + "/healthz", timeout=30).status_code == 200
+        assert httpx.get(a.url + "/readyz", timeout=30).status_code == 503
     finally:
         server.resume()
 
