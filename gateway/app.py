@@ -6,6 +6,7 @@ Nothing below this module reads the environment or a config file; everything it 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,15 +24,17 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway import layout
+from gateway import layout, logs
 from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
 from gateway.auth.limits import AddressLimits
 from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
+from gateway.cluster import volume
+from gateway.cluster.fencing import Fence, NameLock
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
-from gateway.cluster.internal import InternalMcp
+from gateway.cluster.internal import AdvertisedOnly, InternalMcp
 from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
 from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.moves import MoveEndpoints
@@ -196,8 +199,51 @@ def _holds_files(folder: Path) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
+def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Callable[[], float]) -> Fence:
+    """This process starts as ``node`` (it holds the name's lock): its volume checked against the
+    one recorded for the node (:mod:`gateway.cluster.volume`), a new fencing token, and its leases
+    renewed — served once the previous process's have run out."""
+    data_dir = settings.data_dir.resolve()
+    known = store.node_volume(node.name)
+    found = volume.read_identity(data_dir)
+    verdict = volume.decide(known.recorded, found, known.placed)
+    if verdict.adopt and found is None:
+        found = volume.write_identity(data_dir)
+    joined = store.join_node(
+        node.name, node.advertise_url, now=clock(), volume_seen=found or "", adopt=verdict.adopt
+    )
+    if not verdict.adopt:
+        logs.event(
+            logs.get(),
+            logging.ERROR,
+            "node.volume_mismatch",
+            node=node.name,
+            data_dir=str(data_dir),
+            error=f"this data directory holds {verdict.reason}: its workspaces are refused as lost "
+            "(almanac node lost lists them) until the node is started on its own volume",
+        )
+    fence = Fence(node.lease, joined.generation, joined.previous_lease, settings.retry_after)
+    began = fence.monotonic()
+    store.heartbeat(node.name, now=clock(), lease=node.lease, generation=joined.generation)
+    fence.renewed(began)
+    return fence
+
+
+def release(store: ControlPlane, node: NodeConfig, fence: Fence, clock: Callable[[], float]) -> None:
+    """A clean stop (engines stopped): this process's leases end now, so its next start serves at
+    once. A failure is logged: the leases then simply run out."""
+    try:
+        store.release_node(node.name, fence.generation, now=clock())
+    except Exception as exc:
+        logs.event(logs.get(), logging.WARNING, "node.release_failed", node=node.name, error=str(exc))
+
+
 def cluster_link(
-    settings: Settings, parts: Components, node: NodeConfig | None, clock: Callable[[], float]
+    settings: Settings,
+    parts: Components,
+    node: NodeConfig | None,
+    clock: Callable[[], float],
+    fence: Fence | None = None,
 ) -> ClusterLink | None:
     """Node mode: every call is routed by its workspace's placement, and no engine starts here for a
     workspace this node does not hold (the supervisor's admission check)."""
@@ -215,6 +261,7 @@ def cluster_link(
         has_folder=lambda workspace_id: _holds_files(
             settings.data_dir.resolve() / "workspaces" / workspace_id
         ),
+        fence=fence,
     )
     parts.supervisor.admit = router.require_local
     link = ClusterLink(
@@ -247,13 +294,20 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     """The gateway. ``clock`` (wall time, epoch seconds) decides token and code expiry."""
     parts = build(settings)
     node: NodeConfig | None = None
+    fence: Fence | None = None
+    lock: NameLock | None = None
     if settings.node is not None and settings.advertise_url is not None:
         node = NodeConfig(
             settings.node, settings.advertise_url, settings.node_heartbeat_interval, settings.placement_lease
         )
-        parts.store.register_node(node.name, node.advertise_url, now=clock())
-        parts.store.heartbeat(node.name, now=clock(), lease=node.lease)  # back: its leases hold again
-    link = cluster_link(settings, parts, node, clock)
+        assert settings.database_url is not None  # settings refuse a node without it
+        lock = NameLock.take(settings.database_url, node.name)  # a second process under the name: refused
+        try:
+            fence = join(settings, parts.store, node, clock)
+        except BaseException:
+            lock.close()
+            raise
+    link = cluster_link(settings, parts, node, clock, fence)
     moves = None if link is None else MoveEndpoints(link, parts.supervisor, parts.store, clock=clock)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     public_limits = AddressLimits(
@@ -341,10 +395,18 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             if parts.embedder is not None:
                 tg.start_soon(parts.embedder.run)
             if node is not None:
-                tg.start_soon(keep_alive, parts.store, node, clock, None if moves is None else moves.tend)
+                tg.start_soon(
+                    keep_alive, parts.store, node, clock, None if moves is None else moves.tend, fence, lock
+                )
             async with parts.supervisor:
                 yield
+                if fence is not None:
+                    fence.stopped = True  # from here on nothing of this node's is served
             tg.cancel_scope.cancel()
+        if node is not None and fence is not None:
+            release(parts.store, node, fence, clock)
+        if lock is not None:
+            lock.close()
         await parts.engines.aclose()
         if link is not None:
             await link.forwarder.aclose()
@@ -381,6 +443,9 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                 methods=None,
             ),
         ]
+        for found in internal:  # never answered through the public name (an Ingress, a balancer)
+            if isinstance(found, Route) and node is not None:
+                found.app = AdvertisedOnly(found.app, node.advertise_url)
         middleware.append(
             Middleware(
                 RestForwarding,

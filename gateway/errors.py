@@ -44,7 +44,9 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
         ├── NodeUnavailable           503 node_unavailable     (its node is down, its lease ran out)
         ├── WorkspaceMoving           503 workspace_moving     (being moved to another node)
         ├── WorkspaceRestoring        503 workspace_restoring  (being restored from a backup)
-        └── WorkspaceLost             410 workspace_lost       (its node was declared lost)
+        ├── WorkspaceLost             410 workspace_lost       (its node was declared lost)
+        │   └── WorkspaceVolumeMissing 503 volume_mismatch   (its node runs on a volume not its own)
+        └── ControlPlaneUnavailable   503 control_plane_unavailable (the control plane cannot be reached)
 """
 
 from __future__ import annotations
@@ -290,6 +292,21 @@ class WorkspaceLost(WorkspaceUnavailable):
 
     def headers(self) -> dict[str, str]:
         return {}
+
+
+class WorkspaceVolumeMissing(WorkspaceLost):
+    """Its node runs on a data directory whose volume identity is not the one recorded for it (an
+    empty or swapped volume): nothing of the workspace is there, so it is refused as lost — 503, the
+    operator can mend it (restart the node on its own volume); no ``Retry-After``, waiting does not."""
+
+    code = "volume_mismatch"
+    status = 503
+
+
+class ControlPlaneUnavailable(WorkspaceUnavailable):
+    """The control plane (PostgreSQL) cannot be reached now; nothing was changed."""
+
+    code = "control_plane_unavailable"
 
 
 def render(exc: GatewayError) -> tuple[int, dict[str, str], bytes]:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import os
 import shlex
 import shutil
 import signal
@@ -25,6 +26,7 @@ import uvicorn
 
 from gateway import layout, logs
 from gateway.app import create_app
+from gateway.cluster.fencing import hold_data_dir
 from gateway.errors import DataDirError, PortInUse
 from gateway.settings import Settings
 
@@ -156,6 +158,7 @@ class _Server(uvicorn.Server):
 def run(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
     check_data_dir(settings.data_dir, control_db=settings.database_url is None)
+    held = hold_data_dir(settings.data_dir)  # one `almanac serve` per data directory, for our life
     sock = bind(settings.host, settings.port)
     try:
         if settings.advertise_url is not None:
@@ -164,6 +167,7 @@ def run(settings: Settings) -> None:
         app = create_app(settings)
     except BaseException:
         sock.close()
+        os.close(held)
         raise
     port = sock.getsockname()[1]
     sys.stdout.write(

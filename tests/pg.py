@@ -119,6 +119,13 @@ class PostgresServer:
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
         self._start()
 
+    def halt(self) -> None:
+        """Stop the server (every connection dropped; what was committed kept) until :meth:`resume`."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        self._start()
+
     def stop(self) -> None:
         try:
             self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")

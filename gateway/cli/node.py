@@ -24,15 +24,16 @@ def node() -> None:
 @reports_errors
 def node_list(data_dir: Path | None, config_file: Path | None) -> None:
     """List the nodes: name, advertise URL, seconds since its last heartbeat, live or down (not heard
-    from within placement_lease) or lost (declared lost: it serves nothing), draining or accepting
-    new workspaces, workspaces placed on it."""
+    from within placement_lease) or lost (declared lost: it serves nothing) or volume-mismatch
+    (running on a data directory that is not its own: it serves nothing), draining or accepting new
+    workspaces, workspaces placed on it."""
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         nodes = store.nodes()
     now = time.time()
     for n in nodes:
         live = is_live(n, now=now, heartbeat_timeout=settings.placement_lease)
-        state = "lost" if n.lost else "live" if live else "down"
+        state = "lost" if n.lost else "volume-mismatch" if n.misplaced else "live" if live else "down"
         click.echo(
             f"{n.name}\t{n.advertise_url}\t{max(0.0, now - n.heartbeat_at):.0f}s\t"
             f"{state}\t{'draining' if n.draining else 'accepting'}\t{n.workspaces}"
@@ -77,7 +78,7 @@ def node_stale(data_dir: Path | None, config_file: Path | None) -> None:
 
 
 @node.command("lost")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--confirm", is_flag=True, help="Required: you know the node's disk is gone for good.")
 @click.option("--force", is_flag=True, help="Even though the node heartbeated within placement_lease.")
 @click.option(
@@ -89,13 +90,26 @@ def node_stale(data_dir: Path | None, config_file: Path | None) -> None:
 @config_option
 @reports_errors
 def node_lost(
-    name: str, confirm: bool, force: bool, undo: bool, data_dir: Path | None, config_file: Path | None
+    name: str | None, confirm: bool, force: bool, undo: bool, data_dir: Path | None, config_file: Path | None
 ) -> None:
-    """Declare a node lost for good (its disk is gone): it serves nothing from now on, whatever its
-    heartbeat says, and takes nothing new; moves from or to it are called off. Its workspaces are
-    not re-opened empty elsewhere: each answers 410 workspace_lost until restored from a backup
-    with `almanac workspace restore`. An account erase no longer waits for copies on it. Refused
-    for a node that heartbeated within placement_lease, unless --force. Audited (node.lost)."""
+    """Without NAME: list the workspaces every node refuses as lost — node, workspace id, owner,
+    workspace, why: "declared lost", or "volume not its own" (the node runs on a data directory whose
+    volume identity is not the one recorded at its first start: an empty or swapped volume; they
+    answer 503 volume_mismatch until it is started again on its own volume).
+
+    With NAME: declare a node lost for good (its disk is gone): it serves nothing from now on,
+    whatever its heartbeat says, and takes nothing new; moves from or to it are called off. Its
+    workspaces are not re-opened empty elsewhere: each answers 410 workspace_lost until restored from
+    a backup with `almanac workspace restore`. An account erase no longer waits for copies on it.
+    Refused for a node that heartbeated within placement_lease, unless --force. Audited (node.lost)."""
+    if name is None:
+        if confirm or force or undo:
+            raise click.UsageError("--confirm, --force and --undo need the NODE's name (nothing changed)")
+        with control_plane(config_file, data_dir) as store:
+            found = store.lost_workspaces()
+        for ws in found:
+            click.echo(f"{ws.node}\t{ws.workspace_id}\t{ws.owner_email}\t{ws.workspace}\t{ws.why}")
+        return
     if not confirm:
         what = (
             "lets the node serve the workspaces still placed on it again, from its disk"

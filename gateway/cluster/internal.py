@@ -6,16 +6,54 @@ is refused with 401 ``cluster_signature_invalid`` before anything is read from t
 started. A client's bearer token means nothing here (it is not even looked at). A signed call is
 served only while this node holds the workspace's lease; it is never forwarded again (no loops):
 otherwise it gets 503 + Retry-After, and the edge node passes that on.
+
+:class:`AdvertisedOnly` keeps every ``/internal/v1`` endpoint to the node's advertise address: a
+request whose ``Host`` is any other (the public name an Ingress or a load balancer serves, e.g.
+``mem.example.com``) gets 404 before its signature is even looked at. The nodes, and the move and
+restore commands, call each other at their advertise URLs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
 
 from gateway.cluster.forward import ClusterLink
 from gateway.edge.proxy import METHODS, ClientGone, McpProxy, Message, Receive, Scope, Send, send_error
-from gateway.errors import GatewayError, MethodNotAllowed
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _netloc(host: str, scheme: str) -> str:
+    """``host[:port]`` lower-cased, without the scheme's default port."""
+    host = host.strip().lower()
+    default = f":{_DEFAULT_PORTS.get(scheme, 0)}"
+    return host.removesuffix(default) if host.endswith(default) else host
+
+
+class AdvertisedOnly:
+    """An internal endpoint answered only when called at ``advertise_url``'s host and port."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], advertise_url: str) -> None:
+        parts = urlsplit(advertise_url)
+        self.app, self.scheme = app, parts.scheme
+        self.netloc = _netloc(parts.netloc, parts.scheme)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if _netloc(host, self.scheme) != self.netloc:
+                await send_error(
+                    send,
+                    NotFound(
+                        f"nothing at {scope['path']} here: the nodes' internal endpoints answer only at "
+                        "the node's advertise URL"
+                    ),
+                )
+                return
+        await self.app(scope, receive, send)
 
 
 class InternalMcp:

@@ -12,6 +12,11 @@ second node, because its files are on the first one's disk.
 A node an operator declared *lost* (``almanac node lost NAME --confirm``: its disk is gone for good)
 serves nothing, whatever its heartbeat says, and takes nothing new; its workspaces are *lost* (a
 clear refusal naming the situation) until each is restored from a backup on another node.
+
+A node whose running process found, in its data directory, a volume identity other than the one
+recorded at its first start (an empty or swapped volume: :mod:`gateway.cluster.volume`) is
+*misplaced*: it takes nothing new, and its workspaces are refused as lost (503, the operator can mend
+it) until it is started again on its own volume — never served empty.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Node:
     draining: bool
     workspaces: int  # how many workspaces are placed on it
     lost: bool = False  # declared lost by an operator (its disk is gone): it serves nothing
+    misplaced: bool = False  # running on a volume that is not its own (empty, swapped): it serves nothing
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class Unavailable:
     moving: bool = False  # refused because it is being moved (a short wait), not because a node is down
     lost: bool = False  # its node was declared lost: no wait brings it back, a restore from a backup does
     restoring: bool = False  # being restored from a backup onto another node (its node was declared lost)
+    volume: bool = False  # lost because its node runs on a volume not its own (503: the operator can mend it)
 
 
 #: What a call for a workspace being moved is told to wait (seconds): a move takes moments.
@@ -91,12 +98,15 @@ def is_live(node: Node, *, now: float, heartbeat_timeout: float) -> bool:
 
 
 def choose_node(nodes: Iterable[Node], *, now: float, heartbeat_timeout: float) -> Node:
-    """The node a new workspace goes to: the live, non-draining node not declared lost with the
-    fewest workspaces (ties: the name first in order, so every gateway picks the same one)."""
+    """The node a new workspace goes to: the live, non-draining node not declared lost nor misplaced
+    with the fewest workspaces (ties: the name first in order, so every gateway picks the same one)."""
     candidates = [
         n
         for n in nodes
-        if not n.draining and not n.lost and is_live(n, now=now, heartbeat_timeout=heartbeat_timeout)
+        if not n.draining
+        and not n.lost
+        and not n.misplaced
+        and is_live(n, now=now, heartbeat_timeout=heartbeat_timeout)
     ]
     if not candidates:
         raise PlacementError("no live node takes new workspaces; start a node or end a drain")
@@ -126,6 +136,16 @@ def route(
             "workspace from a backup on another node (almanac workspace restore)",
             retry_after,
             lost=True,
+        )
+    if owner is not None and owner.misplaced:
+        return Unavailable(
+            f"its node {owner.name!r} runs on a data directory that is not its own (its volume identity is "
+            "not the one recorded at its first start: an empty or swapped volume), so its copy is not "
+            "there; the operator starts the node again on its own volume, or declares it lost and "
+            "restores the workspace from a backup (almanac node lost)",
+            0.0,
+            lost=True,
+            volume=True,
         )
     if owner is None:
         return Unavailable(f"node {placement.node!r} is not registered", retry_after)

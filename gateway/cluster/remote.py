@@ -38,6 +38,7 @@ from gateway.cluster.placement import Forward, Local, Node, Placement, Unavailab
 from gateway.control.store import Principal
 from gateway.engines.supervisor import Lease, Supervisor, SupervisorConfig
 from gateway.errors import (
+    ControlPlaneUnavailable,
     EngineCapacity,
     EngineCrashLoop,
     EngineStartFailed,
@@ -51,6 +52,7 @@ from gateway.errors import (
     WorkspaceNotFound,
     WorkspaceRestoring,
     WorkspaceUnavailable,
+    WorkspaceVolumeMissing,
 )
 
 #: The owner node's endpoint for engine calls made by another node's pages (``/mcp``, ``/admin/…``
@@ -86,6 +88,8 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
         EngineCapacity,
         EngineCrashLoop,
         EngineUnreachable,
+        ControlPlaneUnavailable,
+        WorkspaceVolumeMissing,
         WorkspaceUnavailable,
     )
 }
@@ -144,6 +148,10 @@ def page_refusal(
 ) -> NodeUnavailable | WorkspaceMoving | WorkspaceRestoring | WorkspaceLost:
     """What a page says when nobody can serve the workspace now (503 + Retry-After; 410 when its
     node was declared lost)."""
+    if where.volume:
+        return WorkspaceVolumeMissing(
+            f"This workspace cannot be served: {where.reason}. Nothing was changed.", retry_after=0.0
+        )
     if where.lost:
         return WorkspaceLost(
             f"This workspace cannot be served: {where.reason}. Nothing was changed.", retry_after=0.0

@@ -10,6 +10,12 @@ node's disk already holds its folder (a workspace from before the nodes): then i
 
 :meth:`Router.require_local` is the supervisor's admission check: no engine is ever started for a
 workspace this node does not hold the lease of, whichever page, API or call asks for it.
+
+With a :class:`~gateway.cluster.fencing.Fence`, a call this node would serve itself is refused
+(503 ``node_unavailable``) while the fence says its leases may not hold. When the control plane
+cannot be reached, a workspace seen before is routed from what was last read (it can only look older:
+a lease this node held runs out on time), and one never seen is refused with 503
+``control_plane_unavailable`` and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.cluster.fencing import Fence
 from gateway.cluster.placement import (
     MOVING_RETRY_AFTER,
     Forward,
@@ -31,7 +38,14 @@ from gateway.cluster.placement import (
     route,
 )
 from gateway.edge.principals import off_loop
-from gateway.errors import NodeUnavailable, WorkspaceLost, WorkspaceMoving, WorkspaceRestoring
+from gateway.errors import (
+    ControlPlaneUnavailable,
+    NodeUnavailable,
+    WorkspaceLost,
+    WorkspaceMoving,
+    WorkspaceRestoring,
+    WorkspaceVolumeMissing,
+)
 
 #: How long a placement and the node list are reused (seconds).
 TTL_S = 0.5
@@ -73,8 +87,10 @@ class Router:
         ttl: float = TTL_S,
         clock: Callable[[], float] = time.time,
         has_folder: Callable[[str], bool] = lambda workspace_id: False,
+        fence: Fence | None = None,
     ) -> None:
         self.store, self.config, self.ttl, self.clock = store, config, ttl, clock
+        self.fence = fence
         self.has_folder = has_folder  # whether this node's disk holds the workspace's folder
         self._seen: dict[str, _Seen] = {}
         self._held: set[str] = set()  # being moved away from here: refused whatever the rows say
@@ -119,15 +135,21 @@ class Router:
                 seen = await off_loop(self._lookup, workspace_id, now)
             except PlacementError as exc:
                 return Unavailable(str(exc), self.config.retry_after)
-            except Exception as exc:  # the control plane is unreachable: nobody can say who owns it
-                return Unavailable(
-                    f"the control plane cannot say where this workspace lives ({exc})",
-                    self.config.retry_after,
-                )
-            self._seen[workspace_id] = seen
-            if len(self._seen) > 10_000:
-                self._seen.pop(next(iter(self._seen)))
-        return route(
+            except ControlPlaneUnavailable:
+                if seen is None:  # nobody can say who owns it
+                    raise
+                # what was last read: its leases and heartbeats only look older than they are
+            except Exception as exc:  # any other failure of the control plane: the same, as a 503
+                if seen is None:
+                    return Unavailable(
+                        f"the control plane cannot say where this workspace lives ({exc})",
+                        self.config.retry_after,
+                    )
+            else:
+                self._seen[workspace_id] = seen
+                if len(self._seen) > 10_000:
+                    self._seen.pop(next(iter(self._seen)))
+        where = route(
             seen.placement,
             seen.nodes,
             here=self.config.here,
@@ -135,6 +157,11 @@ class Router:
             heartbeat_timeout=self.config.heartbeat_timeout,
             retry_after=self.config.retry_after,
         )
+        if isinstance(where, Local) and self.fence is not None:
+            refused = self.fence.refusal(self.clock())
+            if refused is not None:
+                return Unavailable(refused[0], refused[1])
+        return where
 
     def forget(self, workspace_id: str | None = None) -> None:
         """Ask the control plane again next time (for one workspace, or all)."""
@@ -162,6 +189,8 @@ def unavailable(
     where: Unavailable,
 ) -> NodeUnavailable | WorkspaceMoving | WorkspaceRestoring | WorkspaceLost:
     """The error a refused call gets."""
+    if where.volume:
+        return WorkspaceVolumeMissing(f"this workspace cannot be served: {where.reason}", retry_after=0.0)
     if where.lost:
         return WorkspaceLost(f"this workspace cannot be served: {where.reason}", retry_after=0.0)
     if where.restoring:

@@ -11,12 +11,19 @@ writer at a time). Results are fetched whole, so nothing holds a connection afte
 Races between gateways are settled in the SQL itself: a single-use row (an invite, an
 authorization code, a refresh token) is spent with ``UPDATE … WHERE <still unspent>`` and the
 caller checks :attr:`Rows.rowcount`, which both engines make atomic per row.
+
+PostgreSQL down (``run:scale-out``): a call waits at most :data:`WAIT_S` seconds for a connection
+and then raises :class:`~gateway.errors.ControlPlaneUnavailable` (503 ``control_plane_unavailable``
+with ``Retry-After``); for :data:`BREAK_S` after that, calls fail at once instead of each waiting
+again. The pool gives up a reconnection after :data:`RECONNECT_S` and starts a fresh one on the next
+call, so service resumes within seconds of the server's return, by itself.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -26,11 +33,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import apsw
 
+from gateway.errors import ControlPlaneUnavailable
+
 if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
 Dialect = Literal["sqlite", "postgresql"]
+
+#: The longest a call waits for a PostgreSQL connection before it is refused (seconds).
+WAIT_S = 3.0
+#: After a refusal, calls are refused at once for this long (seconds) rather than each waiting.
+BREAK_S = 1.0
+#: A reconnection attempt in the background is given up after this long, and begun again anew.
+RECONNECT_S = 4.0
+#: What a refused call is told to wait (``Retry-After``, seconds).
+RETRY_AFTER_S = 2.0
 
 
 class ConstraintViolation(Exception):
@@ -144,9 +162,28 @@ class PostgresDatabase(Database):
 
     dialect: Dialect = "postgresql"
 
-    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], url: str = "") -> None:
         self._pool = pool
         self._local = threading.local()
+        self._url = url
+        self._down_until = -1.0  # monotonic: refuse at once until then
+
+    def _unavailable(self, exc: BaseException) -> ControlPlaneUnavailable:
+        self._down_until = time.monotonic() + BREAK_S
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return ControlPlaneUnavailable(
+            f"the control plane (PostgreSQL at {redact(self._url)}) cannot be reached now ({reason}); "
+            "try again in a moment",
+            retry_after=RETRY_AFTER_S,
+        )
+
+    def _gate(self) -> None:
+        if time.monotonic() < self._down_until:
+            raise ControlPlaneUnavailable(
+                f"the control plane (PostgreSQL at {redact(self._url)}) cannot be reached now; "
+                "try again in a moment",
+                retry_after=RETRY_AFTER_S,
+            )
 
     @classmethod
     def connect(cls, url: str, *, max_size: int = 8, timeout: float = 10.0) -> PostgresDatabase:
@@ -164,8 +201,9 @@ class PostgresDatabase(Database):
             url,
             min_size=1,
             max_size=max_size,
-            timeout=timeout,
-            kwargs={"autocommit": True},
+            timeout=WAIT_S,
+            reconnect_timeout=RECONNECT_S,
+            kwargs={"autocommit": True, "connect_timeout": 2},
             # no check on every checkout (a round trip per call): a statement that finds its idle
             # connection dropped is retried once on a fresh one, and a transaction checks first
             open=False,
@@ -179,7 +217,7 @@ class PostgresDatabase(Database):
             raise DatabaseUnavailable(
                 f"cannot connect to the PostgreSQL control plane at {redact(url)}: {reason}"
             ) from None
-        return cls(pool)
+        return cls(pool, url)
 
     def _current(self) -> psycopg.Connection[Any] | None:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
@@ -200,18 +238,29 @@ class PostgresDatabase(Database):
         conn = self._current()
         if conn is not None:
             return self._run(conn, sql, params)
+        from psycopg_pool import PoolTimeout
+
+        self._gate()
+        try:
+            return self._execute(sql, params)
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from None
+
+    def _execute(self, sql: str, params: Sequence[object]) -> Rows:
         import psycopg
 
         for attempt in (1, 2):
             with self._pool.connection() as pooled:
                 try:
                     return self._run(pooled, sql, params)
-                except psycopg.OperationalError:
+                except psycopg.OperationalError as exc:
                     # the server dropped this idle connection (a restart, a failover): the pool
                     # discards it (and checks the other idle ones), and the statement is tried
                     # once more on a fresh one
-                    if attempt == 2 or not pooled.closed:
+                    if not pooled.closed:
                         raise
+                    if attempt == 2:
+                        raise self._unavailable(exc) from None
             self._pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -225,9 +274,9 @@ class PostgresDatabase(Database):
             with self._pool.connection() as pooled:
                 try:
                     ConnectionPool.check_connection(pooled)
-                except psycopg.OperationalError:
+                except psycopg.OperationalError as exc:
                     if attempt == 2:
-                        raise
+                        raise self._unavailable(exc) from None
                     dead = True  # the pool discards it on the way out
                 else:
                     dead = False
@@ -239,8 +288,13 @@ class PostgresDatabase(Database):
     def script(self, sql: str) -> None:
         conn = self._current()
         if conn is None:
-            with self._pool.connection() as pooled:
-                pooled.execute(sql.encode("utf-8"))
+            from psycopg_pool import PoolTimeout
+
+            try:
+                with self._pool.connection() as pooled:
+                    pooled.execute(sql.encode("utf-8"))
+            except PoolTimeout as exc:
+                raise self._unavailable(exc) from None
         else:
             conn.execute(sql.encode("utf-8"))
 
@@ -256,15 +310,25 @@ class PostgresDatabase(Database):
             except psycopg.IntegrityError as exc:
                 raise ConstraintViolation(str(exc).strip()) from exc
             return
-        with self._borrow_checked() as pooled:
-            self._local.conn = pooled
-            try:
-                with pooled.transaction():
-                    yield
-            except psycopg.IntegrityError as exc:
-                raise ConstraintViolation(str(exc).strip()) from exc
-            finally:
-                self._local.conn = None
+        from psycopg_pool import PoolTimeout
+
+        self._gate()
+        try:
+            with self._borrow_checked() as pooled:
+                self._local.conn = pooled
+                try:
+                    with pooled.transaction():
+                        yield
+                except psycopg.IntegrityError as exc:
+                    raise ConstraintViolation(str(exc).strip()) from exc
+                except psycopg.OperationalError as exc:
+                    if not pooled.broken and not pooled.closed:
+                        raise
+                    raise self._unavailable(exc) from None  # the server went away mid-transaction
+                finally:
+                    self._local.conn = None
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from None
 
     def close(self) -> None:
         self._pool.close()

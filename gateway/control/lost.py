@@ -33,7 +33,38 @@ class LostNode:
     already: bool  # it was declared lost before: nothing changed
 
 
+@dataclass(frozen=True)
+class LostWorkspace:
+    """A workspace every node refuses as lost (``almanac node lost`` lists them)."""
+
+    node: str
+    workspace_id: str
+    owner_email: str
+    workspace: str  # its name
+    why: str  # "declared lost" or "volume not its own"
+
+
 class LostQueries:
+    def lost_workspaces(self: AuditedPlane) -> list[LostWorkspace]:
+        """The workspaces placed on a node declared lost, or on a node running on a volume that is
+        not its own (an empty or swapped data directory), by node then workspace id."""
+        rows = self._db.execute(
+            "SELECT p.node, p.workspace_id, o.email, w.name, n.lost_at FROM placements p "
+            "JOIN nodes n ON n.name = p.node JOIN workspaces w ON w.id = p.workspace_id "
+            "JOIN owners o ON o.id = w.owner_id WHERE n.lost_at IS NOT NULL OR (n.volume_id IS NOT NULL "
+            "AND n.volume_seen IS NOT NULL AND n.volume_seen <> n.volume_id) ORDER BY p.node, p.workspace_id"
+        )
+        return [
+            LostWorkspace(
+                str(r[0]),
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                "declared lost" if r[4] is not None else "volume not its own",
+            )
+            for r in rows
+        ]
+
     def mark_node_lost(
         self: AuditedPlane, name: str, *, now: float, heartbeat_timeout: float, force: bool
     ) -> LostNode:

@@ -103,9 +103,35 @@ def _applied(db: Database) -> dict[int, str]:
     return {int(str(v)): str(n) for v, n in db.execute("SELECT version, name FROM schema_migrations")}
 
 
+def _tables(db: Database) -> set[str]:
+    if db.dialect == "sqlite":
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    else:
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    return {str(r[0]) for r in db.execute(sql)}
+
+
+def _refuse_a_foreign_schema(db: Database) -> None:
+    """A database that holds tables but no record of Almanac's migrations is not an Almanac control
+    plane (another program's, or a schema made by hand): refused, changing nothing, rather than
+    failing half-way through the first migration."""
+    tables = _tables(db)
+    recorded = "schema_migrations" in tables and db.execute("SELECT 1 FROM schema_migrations").fetchone()
+    others = sorted(tables - {"schema_migrations"})
+    if others and not recorded:
+        shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
+        raise ConfigError(
+            f"the control-plane database already holds tables ({shown}) but no record of Almanac's "
+            "migrations (schema_migrations): it is not an Almanac control plane; point database_url at "
+            "an empty database or at Almanac's own (nothing was changed)"
+        )
+
+
 def migrate(db: Database, migrations: list[Migration]) -> list[int]:
-    """Apply every migration newer than the database; return the versions applied."""
+    """Apply every migration newer than the database; return the versions applied. A database
+    holding other tables and no record of these migrations is refused (:class:`ConfigError`)."""
     with _exclusive(db):
+        _refuse_a_foreign_schema(db)
         db.script(_BOOTSTRAP)
     applied = _applied(db)
     newest = migrations[-1].version if migrations else 0

@@ -9,6 +9,7 @@ back, so whoever inserted first decides, and everyone then sees the same node.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.cluster.placement import Node, Placement, PlacementError, choose_node, node_name_problem
@@ -23,15 +24,45 @@ class _Plane(Protocol):
 
 _NODES = """
 SELECT n.name, n.advertise_url, n.heartbeat_at, n.draining,
-       (SELECT count(*) FROM placements p WHERE p.node = n.name), n.lost_at
+       (SELECT count(*) FROM placements p WHERE p.node = n.name), n.lost_at,
+       CASE WHEN n.volume_id IS NOT NULL AND n.volume_seen IS NOT NULL AND n.volume_seen <> n.volume_id
+            THEN 1 ELSE 0 END
 FROM nodes n
 """
 
 
 def _node(row: tuple[object, ...]) -> Node:
     return Node(
-        str(row[0]), str(row[1]), epoch(str(row[2])), bool(row[3]), int(str(row[4])), row[5] is not None
+        str(row[0]),
+        str(row[1]),
+        epoch(str(row[2])),
+        bool(row[3]),
+        int(str(row[4])),
+        row[5] is not None,
+        bool(row[6]),
     )
+
+
+class NameTaken(Exception):
+    """Another process started under this node's name since this one did (its fencing token is
+    stale): this process must renew nothing and serve nothing."""
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A process's start under a node's name (:meth:`NodeQueries.join_node`)."""
+
+    node: Node
+    generation: int  # this process's fencing token
+    previous_lease: float  # the latest lease a previous process held (epoch seconds; 0 if none)
+
+
+@dataclass(frozen=True)
+class NodeVolume:
+    """What the control plane knows of a node's volume before it starts."""
+
+    recorded: str | None  # the identity recorded at its first start (None: none yet, or a new node)
+    placed: int  # workspaces placed on it
 
 
 def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
@@ -63,12 +94,65 @@ class NodeQueries:
         assert row is not None
         return _node(row)
 
-    def heartbeat(self: _Plane, name: str, *, now: float, lease: float) -> int:
+    def node_volume(self: _Plane, name: str) -> NodeVolume:
+        """The volume identity recorded for ``name`` and how many workspaces are placed on it."""
+        row = self._db.execute("SELECT volume_id FROM nodes WHERE name = ?", (name,)).fetchone()
+        placed = self._db.execute("SELECT count(*) FROM placements WHERE node = ?", (name,)).fetchone()
+        recorded = None if row is None or row[0] is None else str(row[0])
+        return NodeVolume(recorded, 0 if placed is None else int(str(placed[0])))
+
+    def join_node(
+        self: _Plane, name: str, advertise_url: str, *, now: float, volume_seen: str, adopt: bool
+    ) -> Joined:
+        """A process starts under ``name`` (it holds the name's lock): registered as by
+        :meth:`register_node`, with a new fencing token (``generation``), the volume identity it found
+        (``volume_seen``, '' for none) and, when ``adopt``, that identity recorded as the node's own.
+        Returns the token and the latest lease a previous process under the name held, which this
+        one must let run out before it serves (that process may not know yet that it was replaced)."""
+        with self._db.transaction():
+            node = NodeQueries.register_node(self, name, advertise_url, now=now)
+            self._db.execute(
+                "UPDATE nodes SET generation = generation + 1, volume_seen = ?, "
+                "volume_id = CASE WHEN ? = 1 THEN ? ELSE volume_id END WHERE name = ?",
+                (volume_seen, int(adopt), volume_seen, node.name),
+            )
+            row = self._db.execute("SELECT generation FROM nodes WHERE name = ?", (node.name,)).fetchone()
+            leases = self._db.execute(
+                "SELECT lease_expires_at FROM placements WHERE node = ?", (node.name,)
+            ).fetchall()
+            refreshed = self._db.execute(_NODES + " WHERE n.name = ?", (node.name,)).fetchone()
+        assert row is not None and refreshed is not None
+        previous = max((epoch(str(r[0])) for r in leases), default=0.0)
+        return Joined(_node(refreshed), int(str(row[0])), previous)
+
+    def release_node(self: _Plane, name: str, generation: int, *, now: float) -> int:
+        """A process under ``name`` stops (its engines stopped): its leases end now, so the next
+        process under the name need not wait for them — unless the name was taken meanwhile."""
+        return self._db.execute(
+            "UPDATE placements SET lease_expires_at = ? WHERE node = ? "
+            "AND EXISTS (SELECT 1 FROM nodes WHERE name = ? AND generation = ?)",
+            (iso(now), name, name, generation),
+        ).rowcount
+
+    def heartbeat(self: _Plane, name: str, *, now: float, lease: float, generation: int | None = None) -> int:
         """The node is alive: record it and renew the leases of every workspace placed on it until
         ``now + lease``. Returns how many leases were renewed (an unknown node renews none, nor
-        does a node declared lost: its beat is recorded, so ``node list`` shows it is running)."""
+        does a node declared lost: its beat is recorded, so ``node list`` shows it is running).
+        With ``generation`` (the process's fencing token), raises :class:`NameTaken` and renews
+        nothing when another process has started under the name since."""
         with self._db.transaction():
-            known = self._db.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (iso(now), name))
+            if generation is None:
+                known = self._db.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (iso(now), name))
+            else:
+                known = self._db.execute(
+                    "UPDATE nodes SET heartbeat_at = ? WHERE name = ? AND generation = ?",
+                    (iso(now), name, generation),
+                )
+                if (
+                    known.rowcount == 0
+                    and self._db.execute("SELECT 1 FROM nodes WHERE name = ?", (name,)).fetchone()
+                ):
+                    raise NameTaken(f"another process has started as node {name!r} since this one did")
             if known.rowcount == 0:
                 return 0
             lost = self._db.execute("SELECT lost_at FROM nodes WHERE name = ?", (name,)).fetchone()
@@ -104,16 +188,19 @@ class NodeQueries:
     def place_on(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
         """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served, one
         whose folder is on that node's disk). Raises :class:`PlacementError` for a node declared
-        lost: nothing is placed on it."""
+        lost or misplaced (on a volume not its own): nothing is placed on it."""
         self._db.execute(
             "INSERT INTO placements (workspace_id, node, lease_expires_at, placed_at) "
-            "SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM nodes WHERE name = ? AND lost_at IS NOT NULL) "
+            "SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM nodes WHERE name = ? AND (lost_at IS NOT NULL "
+            "OR (volume_id IS NOT NULL AND volume_seen IS NOT NULL AND volume_seen <> volume_id))) "
             "ON CONFLICT (workspace_id) DO NOTHING",
             (workspace_id, node, iso(now + lease), iso(now), node),
         )
         placed = NodeQueries.placement(self, workspace_id)
         if placed is None:
-            raise PlacementError(f"node {node!r} was declared lost; nothing is placed on it")
+            raise PlacementError(
+                f"node {node!r} was declared lost or runs on a volume not its own; nothing is placed on it"
+            )
         return placed
 
     def place(

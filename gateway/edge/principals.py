@@ -14,7 +14,11 @@ for a moment (:class:`PrincipalCache`):
 - an unknown, expired or revoked token is never remembered: it is looked up every time (and
   audited), so nothing a stranger sends grows the cache;
 - the wall clock decides freshness (the same clock that decides expiry), so an entry is never
-  used after the clock moved past its ``ttl``, nor when the clock went back.
+  used after the clock moved past its ``ttl``, nor when the clock went back;
+- while the control plane cannot be reached (``ControlPlaneUnavailable``), a principal looked up
+  within the last ``stale_ttl`` seconds (default :data:`STALE_S`) is still accepted — no revocation
+  can be made meanwhile, the control plane being where revocations are written — and any other token
+  is refused with 503 ``control_plane_unavailable`` and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import anyio.to_thread
 
 from gateway.auth import tokens
 from gateway.control.store import Principal
+from gateway.errors import ControlPlaneUnavailable
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,6 +47,8 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: How long a looked-up principal is reused (seconds). Revocation is honoured within this.
 TTL_S = 0.5
+#: While the control plane is unreachable, a principal looked up this recently is still accepted (seconds).
+STALE_S = 30.0
 #: At most this many principals are remembered (the least recently fetched are dropped).
 MAX_ENTRIES = 10_000
 #: Control-plane calls from the request path run on at most this many worker threads at once.
@@ -83,8 +90,10 @@ class PrincipalCache:
         ttl: float = TTL_S,
         max_entries: int = MAX_ENTRIES,
         clock: Callable[[], float] = time.time,
+        stale_ttl: float = STALE_S,
     ) -> None:
         self.lookup, self.ttl, self.max_entries, self.clock = lookup, ttl, max_entries, clock
+        self.stale_ttl = stale_ttl
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generation = 0  # moved on by forget(): a lookup begun before it is not kept
         self.hits = 0
@@ -100,7 +109,12 @@ class PrincipalCache:
             return entry.principal
         self.misses += 1
         generation = self._generation
-        found = await off_loop(self.lookup, secret, now)
+        try:
+            found = await off_loop(self.lookup, secret, now)
+        except ControlPlaneUnavailable:
+            if entry is not None and 0.0 <= now - entry.fetched < self.stale_ttl:
+                return entry.principal  # verified moments ago; a revocation needs the control plane
+            raise
         if found is None:
             self._entries.pop(key, None)
             return None

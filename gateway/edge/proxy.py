@@ -36,6 +36,7 @@ from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport
 from gateway.errors import (
+    ControlPlaneUnavailable,
     EngineUnreachable,
     GatewayError,
     HostNotAllowed,
@@ -486,11 +487,15 @@ class McpProxy:
 
     async def touch(self, connection_id: str) -> None:
         """Record the connection's last use — at most once a minute, off the event loop (REST
-        calls record theirs here too, so both count alike)."""
+        calls record theirs here too, so both count alike); skipped while the control plane is
+        unreachable (the next call records it)."""
         now = self.clock()
         if now - self._touched.get(connection_id, float("-inf")) >= _TOUCH_EVERY:
             self._touched[connection_id] = now
-            await off_loop(self.store.touch, connection_id)
+            try:
+                await off_loop(self.store.touch, connection_id)
+            except ControlPlaneUnavailable:  # a call served from what this node knows: noted later
+                self._touched.pop(connection_id, None)
 
     async def stream(
         self,

@@ -121,3 +121,12 @@ def test_the_front_service_reaches_every_node_and_nodes_may_reach_each_other() -
     peers = [p for rule in policy["spec"]["ingress"] for p in rule["from"] if "podSelector" in p]
     assert any(p["podSelector"]["matchLabels"].items() <= labels.items() for p in peers)
     assert docs["PodDisruptionBudget/almanac-node"]["spec"]["maxUnavailable"] == 1
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_control_plane_outage_does_not_take_every_node_out_of_the_service() -> None:
+    """Readiness is /healthz, which a node answers while PostgreSQL is down (/readyz does not:
+    tests/gateway/cluster/test_control_plane_down.py); every node unready at once would leave the
+    Service nothing to send even the calls the nodes can still serve to."""
+    _, container = the_node_set()
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"

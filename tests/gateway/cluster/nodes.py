@@ -4,6 +4,7 @@ cluster test starts (each node with its own data directory and log), and stops a
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from tests.gateway.e2e import Gateway, start_gateway
+from tests.gateway.e2e import ALMANAC, Gateway, clean_env, start_gateway
 from tests.pg import PostgresServer
 
 SECRET = "cluster-secret-" + "x" * 40
@@ -26,22 +27,36 @@ class Cluster:
     root: Path
     nodes: dict[str, Gateway]
 
-    def start(self, name: str) -> Gateway:
-        node = start_gateway(
-            self.root / name,
-            self.root / f"{name}.log",
-            database_url=self.url,
-            node=name,
-            advertise_url="http://127.0.0.1:0",
-            cluster_secret=SECRET,
-            node_heartbeat_interval="0.2",
-            placement_lease="2",
-            retry_after="1",
-            engine_warm_spare="false",
-            engine_start_timeout="60",  # a loaded CI machine: a refusal here would test nothing
-        )
+    def settings(self, name: str) -> dict[str, str]:
+        """The settings every node ``name`` starts with (``almanac serve``'s ``ALMANAC_…`` variables)."""
+        return {
+            "database_url": self.url,
+            "node": name,
+            "advertise_url": "http://127.0.0.1:0",
+            "cluster_secret": SECRET,
+            "node_heartbeat_interval": "0.2",
+            "placement_lease": "2",
+            "retry_after": "1",
+            "engine_warm_spare": "false",
+            "engine_start_timeout": "60",  # a loaded CI machine: a refusal here would test nothing
+        }
+
+    def start(self, name: str, data_dir: Path | None = None) -> Gateway:
+        """Node ``name`` on its own data directory (``root/name``), or on ``data_dir``."""
+        node = start_gateway(data_dir or self.root / name, self.root / f"{name}.log", **self.settings(name))
         self.nodes[name] = node
         return node
+
+    def serve_refused(self, name: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+        """``almanac serve`` as node ``name`` on ``data_dir``, expected to stop at start: its output."""
+        settings = {"embedder": "false", **self.settings(name)}
+        return subprocess.run(
+            [ALMANAC, "serve", "--port", "0", "--data-dir", str(data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env({f"ALMANAC_{k.upper()}": v for k, v in settings.items()}),
+        )
 
     def kill(self, name: str) -> None:
         """SIGKILL the node (its engines exit with it): no goodbye, no graceful stop."""

@@ -47,11 +47,11 @@ class _Flaky:
     def __init__(self, store: ControlPlane) -> None:
         self.store, self.calls = store, 0
 
-    def heartbeat(self, name: str, *, now: float, lease: float) -> int:
+    def heartbeat(self, name: str, *, now: float, lease: float, generation: int | None = None) -> int:
         self.calls += 1
         if self.calls == 1:
             raise OSError("connection refused")
-        return self.store.heartbeat(name, now=now, lease=lease)
+        return self.store.heartbeat(name, now=now, lease=lease, generation=generation)
 
 
 @pytest.mark.req("run:scale-out")

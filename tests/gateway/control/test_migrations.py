@@ -141,6 +141,16 @@ def test_gaps_bad_names_renames_and_newer_databases_are_refused(db: Database, tm
 
 
 @pytest.mark.req("gw:migrations")
+def test_a_database_holding_another_schema_is_refused_changing_nothing(db: Database) -> None:
+    db.execute("CREATE TABLE owners (id TEXT)")
+    db.execute("INSERT INTO owners (id) VALUES ('theirs')")
+    with pytest.raises(ConfigError, match=r"already holds tables \(owners\).*not an Almanac control plane"):
+        migrate(db, load_migrations(dialect=db.dialect))
+    assert _tables(db) == {"owners"}  # no schema_migrations, nothing else
+    assert db.execute("SELECT id FROM owners").fetchall() == [("theirs",)]
+
+
+@pytest.mark.req("gw:migrations")
 def test_upgrading_an_existing_database_keeps_its_rows(db: Database) -> None:
     shipped = load_migrations(dialect=db.dialect)
     migrate(db, shipped)

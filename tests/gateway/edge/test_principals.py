@@ -19,6 +19,7 @@ from gateway.app import create_app
 from gateway.control.oauth import ConsentChoice, TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache, Receive, Scope, Send
+from gateway.errors import ControlPlaneUnavailable
 from tests.gateway.conftest import make_settings
 from tests.gateway.inproc import serving
 
@@ -225,3 +226,31 @@ async def test_a_revocation_through_this_gateway_is_honoured_by_the_next_request
     revoked = await served.http.post("/revoke", data={"token": refresh, "client_id": client_id})
     assert revoked.status_code == 200
     assert not await accepted(served, access)  # no wait at all: this gateway emptied its cache
+
+
+class Unreachable(Lookups):
+    """The lookup once the control plane went away."""
+
+    down = False
+
+    def __call__(self, secret: str, now: float) -> Principal | None:
+        if self.down:
+            raise ControlPlaneUnavailable("the control plane cannot be reached", retry_after=2.0)
+        return super().__call__(secret, now)
+
+
+@pytest.mark.req("run:scale-out")
+async def test_while_the_control_plane_is_down_a_token_verified_within_30_s_is_still_accepted() -> None:
+    clock, lookups = Clock(), Unreachable()
+    cache = PrincipalCache(lookups, clock=clock)
+    assert await cache.principal("known") == PRINCIPAL
+    lookups.down = True
+    clock.now += 29.9
+    assert await cache.principal("known") == PRINCIPAL  # verified 29.9 s ago
+    with pytest.raises(ControlPlaneUnavailable):
+        await cache.principal("never-seen")
+    clock.now += 0.1
+    with pytest.raises(ControlPlaneUnavailable):  # 30 s after it was verified: no longer
+        await cache.principal("known")
+    lookups.down = False
+    assert await cache.principal("known") == PRINCIPAL
