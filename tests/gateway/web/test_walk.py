@@ -1,5 +1,6 @@
 """An owner's walk through every page in a real headless Chromium, at desktop width and at a
-phone's 390 px (the dashboard of SPEC §11, ``gw:signin``): sign up, sign in, then each page with
+phone's 390 px (the dashboard of SPEC §11, ``gw:signin``): sign up, sign in (an owner made on the
+terminal too), then each page, consent with each pin choice and a password reset link, with
 data full of long words, names and URLs. On every page the document must not be wider than the window (no
 sideways scrolling), and a screenshot of each page at each size is written for a person to look
 at (the folder is printed; ``ALMANAC_SCREENSHOTS`` chooses another).
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
@@ -117,6 +118,24 @@ def signed_in(w: Walk) -> None:
     w.page.wait_for_url(w.gateway.url + "/")
 
 
+def cli_owner_sign_in(w: Walk) -> None:
+    """An owner made on the terminal (``almanac owner create``, password from stdin as a script
+    gives it) reaches the sign-in page..."""
+    w.ids["cli-owner"] = "terminal." + w.email
+    w.gateway.cli("owner", "create", w.ids["cli-owner"], "--password-stdin", stdin=PASSWORD + "\n")
+    w.page.context.clear_cookies()
+    w.go("/login")
+
+
+def cli_owner_signed_in(w: Walk) -> None:
+    """... and signs in with that password."""
+    w.page.get_by_label("Email").fill(w.ids["cli-owner"])
+    w.page.get_by_label("Password").fill(PASSWORD)
+    w.page.get_by_role("button", name="Sign in").click()
+    w.page.wait_for_url(w.gateway.url + "/")
+    assert w.ids["cli-owner"] in w.page.locator("header").inner_text()
+
+
 def home(w: Walk) -> None:
     w.go("/")
     command = w.page.locator("pre.command").inner_text()  # runs as is on the gateway's host
@@ -192,6 +211,80 @@ def consent(w: Walk) -> None:
     w.page.wait_for_url(w.gateway.url + "/consent?**")
 
 
+#: Where the pinned clients of the walk are sent back (nothing listens: the browser's request is
+#: answered by the test, which takes the code from it).
+CALLBACK = "http://127.0.0.1:9/walk-callback"
+#: The consent page's two pin choices, as its radio buttons are labelled.
+READS = {"scope": "this scope only", "unscoped": "this scope and unscoped memories"}
+
+
+def pinned_consent(reads: str) -> Callable[[Walk], None]:
+    """The consent page filled in for a connection pinned to SCOPE that reads ``reads``."""
+
+    def show(w: Walk) -> None:
+        registered = httpx.post(
+            w.gateway.url + "/register",
+            json={"client_name": f"Pinned agent {reads}", "redirect_uris": [CALLBACK]},
+            timeout=30,
+        ).json()
+        verifier, challenge = pkce()
+        w.ids.update(client=registered["client_id"], verifier=verifier)
+        query = {
+            "response_type": "code",
+            "client_id": registered["client_id"],
+            "redirect_uri": CALLBACK,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": reads,
+        }
+        w.go("/authorize?" + urlencode(query))
+        w.page.wait_for_url(w.gateway.url + "/consent?**")
+        w.page.get_by_label("Name this connection").fill(f"Pinned {reads} {CONNECTION}")
+        w.page.get_by_label("Pin to one scope").fill(SCOPE)
+        w.page.get_by_label(READS[reads], exact=True).check()
+
+    return show
+
+
+def pinned_approved(reads: str) -> Callable[[Walk], None]:
+    """Approve, take the code the browser is sent back with, exchange it as the client would, and
+    find the choice shown on the Connections page."""
+
+    def then(w: Walk) -> None:
+        w.page.route(CALLBACK + "**", lambda route: route.fulfill(body="signed in"))
+        w.page.get_by_role("button", name="Approve").click()
+        w.page.wait_for_url(CALLBACK + "**")
+        sent_back = parse_qs(urlsplit(w.page.url).query)
+        assert sent_back["state"] == [reads]
+        exchange = {
+            "grant_type": "authorization_code",
+            "code": sent_back["code"][0],
+            "client_id": w.ids["client"],
+            "redirect_uri": CALLBACK,
+            "code_verifier": w.ids["verifier"],
+        }
+        tokens = httpx.post(w.gateway.url + "/token", data=exchange, timeout=30)
+        assert tokens.status_code == 200, tokens.text
+        w.page.unroute(CALLBACK + "**")
+        w.go("/connections")
+        row = w.page.get_by_role("row").filter(has_text=f"Pinned {reads} {CONNECTION[:20]}")
+        assert f"reads {READS[reads]}" in row.inner_text()
+
+    return then
+
+
+def password_reset(w: Walk) -> None:
+    """The page of a reset link an operator printed (``almanac owner reset-link``)."""
+    w.go(urlsplit(w.gateway.cli("owner", "reset-link", w.email, "--url", w.gateway.url).strip()).path)
+
+
+def password_was_reset(w: Walk) -> None:
+    w.page.get_by_label("New password", exact=True).fill(PASSWORD)
+    w.page.get_by_label("New password again").fill(PASSWORD)
+    w.page.get_by_role("button", name="Set password").click()
+    assert w.page.get_by_role("link", name="Sign in").count() == 1
+
+
 def authorize_error(w: Walk) -> None:
     w.go("/authorize?response_type=code&client_id=nobody-registered-this-client-" + "z" * 60)
     assert w.page.get_by_role("heading", level=1).inner_text() != ""
@@ -200,6 +293,7 @@ def authorize_error(w: Walk) -> None:
 #: Each step leaves the page to photograph; ``then`` steps act on it before the next one.
 STEPS: list[tuple[Step, Callable[[Walk], None] | None]] = [
     (Step("sign-up", sign_up), signed_up),
+    (Step("sign-in-cli-owner", cli_owner_sign_in), cli_owner_signed_in),
     (Step("sign-in", sign_in), signed_in),
     (Step("home", home), None),
     (Step("memories", lambda w: w.go("/memories")), None),
@@ -218,7 +312,12 @@ STEPS: list[tuple[Step, Callable[[Walk], None] | None]] = [
     (Step("workspace-import", workspace_import), None),
     (Step("account", lambda w: w.go("/account")), None),
     (Step("consent", consent), None),
+    (Step("consent-pinned-scope-only", pinned_consent("scope")), pinned_approved("scope")),
+    (Step("connections-pinned-scope-only", lambda w: None), None),
+    (Step("consent-pinned-and-unscoped", pinned_consent("unscoped")), pinned_approved("unscoped")),
     (Step("authorize-error", authorize_error), None),
+    (Step("password-reset", password_reset), password_was_reset),
+    (Step("password-reset-done", lambda w: None), None),
 ]
 
 
