@@ -1,4 +1,4 @@
--- 0010: a node's name held by one process at a time, and the volume it keeps its workspaces on
+-- 0009: a node's name held by one process at a time, and the volume it keeps its workspaces on
 -- (run:scale-out; deploy/SCALING.md "What is fenced"). One file for SQLite and PostgreSQL.
 --
 -- nodes.generation   moved on by every process that starts under the node's name (after it took the
