@@ -15,22 +15,11 @@ import pytest
 
 from gateway.control.oauth import epoch
 from tests.gateway.cluster.nodes import Cluster, running
+from tests.gateway.cluster.test_three_nodes import _call as initialize
 from tests.gateway.e2e import Gateway, connect, data, wait_for
 from tests.pg import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-ACCEPT = "application/json, text/event-stream"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 class _LongLease(Cluster):
@@ -60,12 +49,7 @@ def cluster(server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _call(node: Gateway, token: str) -> tuple[httpx.Response, float]:
     began = time.monotonic()
-    r = httpx.post(
-        node.mcp_url,
-        json=INITIALIZE,
-        headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT},
-        timeout=30,
-    )
+    r = initialize(node, token)
     return r, time.monotonic() - began
 
 

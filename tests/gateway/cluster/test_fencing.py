@@ -13,32 +13,12 @@ import pytest
 
 from gateway.cluster.volume import VOLUME_FILE
 from tests.gateway.cluster.nodes import Cluster, started_nodes
+from tests.gateway.cluster.test_three_nodes import _call
 from tests.gateway.e2e import Gateway, connect, data, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 cluster = started_nodes("cluster", "fencing", ("node-a", "node-b"), Cluster)
-
-ACCEPT = "application/json, text/event-stream"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-
-
-def _call(node: Gateway, token: str) -> httpx.Response:
-    return httpx.post(
-        node.mcp_url,
-        json=INITIALIZE,
-        headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT},
-        timeout=30,
-    )
 
 
 def _served_again(node: Gateway, token: str) -> None:
