@@ -98,7 +98,10 @@ def _zip(archive: zipfile.ZipFile) -> tuple[list[Entry], list[Skipped]]:
     entries: list[Entry] = []
     skipped: list[Skipped] = []
     for info in archive.infolist():
-        if info.is_dir():
+        if info.filename.endswith("/"):  # a folder (ZipInfo.is_dir fails on an empty name)
+            continue
+        if not info.filename:
+            skipped.append(Skipped("(no name)", "a member of the zip has no name"))
             continue
         mode = info.external_attr >> 16
         path = safe_path(info.filename)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import time
 import tracemalloc
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,36 @@ def test_a_good_export_still_restores(ws: Workspace, tmp_path: Path) -> None:
     archive.check_restore(ws, source)
     archive.restore(ws, source, out=io.StringIO())
     assert (ws.root / A.NOTE).read_bytes() == A.NOTE_TEXT
+
+
+class _Unnamed(zipfile.ZipInfo):
+    """A member whose name is empty (``ZipInfo.is_dir`` fails on one, so the writer is told)."""
+
+    def is_dir(self) -> bool:
+        return False
+
+
+def _unnamed_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as made:
+        made.writestr("a.md", "# kept\n")
+        made.writestr(_Unnamed(""), "# no name\n")
+    return buffer.getvalue()
+
+
+@pytest.mark.req("rel:fuzz", "life:import")
+def test_a_member_with_no_name_is_skipped_or_refused_cleanly(ws: Workspace, tmp_path: Path) -> None:
+    """A zip member with an empty name (a fuzzed export had one): a Markdown import skips it with
+    the reason and imports the rest; a restore is refused, nothing written."""
+    report = markdown.import_markdown(ws, upload(tmp_path, _unnamed_zip()), "Unnamed", out=io.StringIO())
+    assert [s.reason for s in report.skipped] == ["a member of the zip has no name"]
+    assert [str(p) for p in report.imported] == ["notes/Imported/Unnamed/a.md"]
+    other = Workspace(tmp_path / "other")
+    other.open()
+    try:
+        restore_refused(other, upload(tmp_path, _unnamed_zip(), "restore.zip"))
+    finally:
+        other.close()
 
 
 GOOD = A.good_export()
