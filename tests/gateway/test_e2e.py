@@ -113,6 +113,9 @@ async def test_read_only_and_scope_pinned_tokens_are_enforced(gateway: Gateway) 
     full = gateway.token("cyd@example.com", "full")
     reader = gateway.token("cyd@example.com", "reader", "--read-only")
     pinned = gateway.token("cyd@example.com", "fjord agent", "--scope", "project:fjord")
+    pinned_wide = gateway.token(
+        "cyd@example.com", "fjord reader", "--scope", "project:fjord", "--reads-unscoped"
+    )
 
     async with connect(gateway, full) as c:
         data(await c.call_tool("remember", _fact("Shared", "unscoped")))
@@ -139,7 +142,11 @@ async def test_read_only_and_scope_pinned_tokens_are_enforced(gateway: Gateway) 
         refusal(await p.call_tool("remember", _fact("Fjord db", "mysql", scope="project:other")))
         refusal(await p.call_tool("retrieve_memory", {"subject": "Other", "scope": "project:other"}))
         assert data(await p.call_tool("retrieve_memory", {"subject": "Other"}))["facts"] == []
-        assert len(data(await p.call_tool("retrieve_memory", {"subject": "Shared"}))["facts"]) == 1
+        # pinned as "this scope only" (the default): unscoped memories are out of its sight
+        assert data(await p.call_tool("retrieve_memory", {"subject": "Shared"}))["facts"] == []
+    async with connect(gateway, pinned_wide) as w:
+        assert len(data(await w.call_tool("retrieve_memory", {"subject": "Shared"}))["facts"]) == 1
+        assert data(await w.call_tool("retrieve_memory", {"subject": "Other"}))["facts"] == []
     assert files_containing(cyd_dir, "mysql") == []
 
 
