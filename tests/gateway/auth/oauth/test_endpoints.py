@@ -334,6 +334,6 @@ def test_a_refusal_page_explains_the_error_in_words() -> None:
     page = explained("invalid_request", "redirect_uri 'x' is not one this client registered")
     assert page.title == "This sign-in link is not valid"
     assert page.message.startswith(
-        "Redirect_uri 'x' is not one this client registered. Nothing was connected."
+        "redirect_uri 'x' is not one this client registered. Nothing was connected."
     )
     assert explained("something_new", "").message.startswith("Nothing was connected.")
