@@ -21,13 +21,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from engine.ageing import decay
-from engine.store.cold import BANNER, with_banner, without_banner
+from engine.store.cold import with_banner
 from engine.store.model import Note, State
 from engine.store.workspace import Workspace
 
 log = logging.getLogger("almanac.engine.ageing")
-
-__all__ = ["BANNER", "Sweeper", "aging_of", "reason_decayed", "sweep", "with_banner", "without_banner"]
 
 
 def reason_decayed(score: float, age_days: float) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.ageing.archive import BANNER, with_banner, without_banner
+from engine.store.cold import BANNER, with_banner, without_banner
 from engine.store.model import State, parse_time
 from engine.store.notefile import parse_note
 from tests.engine.ageing.helpers import CALLER, Aged, aged_engine
