@@ -38,7 +38,8 @@ class _Plane(AuditedPlane, Protocol):
     def owner_by_email(self, email: str) -> Owner: ...
 
 
-def _sha256(secret: str) -> str:
+def hash_secret(secret: str) -> str:
+    """How a one-time secret (a session, an invite, a reset link) is stored: its SHA-256, in hex."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -73,7 +74,7 @@ class AccountQueries:
             self._db.execute(
                 "INSERT INTO sessions (id, owner_id, token_hash, csrf, created_at, expires_at, "
                 "last_seen_at, remote, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, owner_id, _sha256(secret), csrf, now, expires, now, remote, user_agent),
+                (session_id, owner_id, hash_secret(secret), csrf, now, expires, now, remote, user_agent),
             )
             self._audit(
                 "signin.success", owner_id, None, None, remote, {"session": session_id, "method": method}
@@ -87,7 +88,7 @@ class AccountQueries:
         row = self._db.execute(
             _SESSION_SELECT + " WHERE s.token_hash = ? AND s.ended_at IS NULL AND s.expires_at > ? "
             "AND o.disabled_at IS NULL",
-            (_sha256(secret), utcnow()),
+            (hash_secret(secret), utcnow()),
         ).fetchone()
         return None if row is None else _session(row)
 
@@ -152,7 +153,7 @@ class AccountQueries:
         with self._db.transaction():
             self._db.execute(
                 "INSERT INTO invites (id, code_hash, note, created_at) VALUES (?, ?, ?, ?)",
-                (invite_id, _sha256(code), note, utcnow()),
+                (invite_id, hash_secret(code), note, utcnow()),
             )
             self._audit("invite.create", None, None, None, None, {"invite": invite_id, "note": note})
         return code
@@ -172,7 +173,7 @@ class AccountQueries:
             invite_id: str | None = None
             if invite is not None:
                 row = self._db.execute(
-                    "SELECT id FROM invites WHERE code_hash = ? AND used_at IS NULL", (_sha256(invite),)
+                    "SELECT id FROM invites WHERE code_hash = ? AND used_at IS NULL", (hash_secret(invite),)
                 ).fetchone()
                 if row is None:
                     raise InviteInvalid("that invite code is unknown or already used; ask for a new one")

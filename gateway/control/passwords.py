@@ -10,10 +10,10 @@ session the owner had (whoever signed in with the old password is signed out).
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 
+from gateway.control.accounts import hash_secret
 from gateway.control.clock import utc_in, utcnow
 from gateway.control.plane import AuditedPlane
 from gateway.errors import OwnerNotFound, ResetLinkInvalid
@@ -32,10 +32,6 @@ class ResetLink:
     owner_id: str
     email: str
     expires_at: str
-
-
-def _sha256(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 class PasswordQueries:
@@ -65,7 +61,7 @@ class PasswordQueries:
             self._db.execute(
                 "INSERT INTO password_resets (id, owner_id, token_hash, created_at, expires_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (link_id, owner_id, _sha256(secret), now, expires),
+                (link_id, owner_id, hash_secret(secret), now, expires),
             )
             self._audit(
                 "password.reset_link", owner_id, None, None, None, {"link": link_id, "expires_at": expires}
@@ -78,7 +74,7 @@ class PasswordQueries:
             "SELECT r.owner_id, o.email, r.expires_at "
             "FROM password_resets r JOIN owners o ON o.id = r.owner_id "
             "WHERE r.token_hash = ? AND r.used_at IS NULL AND r.expires_at > ? AND o.disabled_at IS NULL",
-            (_sha256(secret), utcnow()),
+            (hash_secret(secret), utcnow()),
         ).fetchone()
         return None if row is None else ResetLink(str(row[0]), str(row[1]), str(row[2]))
 
@@ -86,7 +82,7 @@ class PasswordQueries:
         """Record a password sent with a link that is unknown, used or expired (``password.reset_refused``,
         naming the owner when the link was theirs)."""
         row = self._db.execute(
-            "SELECT owner_id FROM password_resets WHERE token_hash = ?", (_sha256(secret),)
+            "SELECT owner_id FROM password_resets WHERE token_hash = ?", (hash_secret(secret),)
         ).fetchone()
         with self._db.transaction():
             self._audit(
@@ -101,7 +97,7 @@ class PasswordQueries:
             row = self._db.execute(
                 "SELECT r.id, r.owner_id FROM password_resets r JOIN owners o ON o.id = r.owner_id "
                 "WHERE r.token_hash = ? AND o.disabled_at IS NULL",
-                (_sha256(secret),),
+                (hash_secret(secret),),
             ).fetchone()
             # spend it first and only if still live: two uses at once cannot both succeed
             spent = 0
