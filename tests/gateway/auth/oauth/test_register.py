@@ -18,20 +18,13 @@ import pytest
 from gateway.app import create_app
 from gateway.control.oauth import ConsentChoice
 from gateway.control.store import ControlPlane
+from tests.gateway.auth.oauth.test_endpoints import Clock
 from tests.gateway.conftest import make_settings
 from tests.gateway.inproc import serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.req("sec:authz", "gw:oauth")]
 
 GOOD = {"client_name": "Test client", "redirect_uris": ["http://127.0.0.1/callback"]}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
