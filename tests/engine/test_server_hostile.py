@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 from tests import hostile_store as H
 from tests.engine.support import engine_command, snapshot, socket_client, socket_engine
+from tests.engine.test_server_reliability import _until
 
 OFF = ("--embedding-provider", "off")
 #: Peak resident memory allowed to an engine process on the hostile store. An engine on an empty
@@ -36,16 +36,6 @@ def _call(sock: Path, tool: str, args: dict[str, Any]) -> Any:
                 return await client.call_tool(tool, args)
 
     return anyio.run(go)
-
-
-def _until(check: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)  # poll interval of a bounded wait
 
 
 def peak_rss(pid: int) -> int:
