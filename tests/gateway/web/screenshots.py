@@ -10,12 +10,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from urllib.parse import urlencode
 
 import httpx
 from playwright.sync_api import Page, sync_playwright
 
-from tests.gateway.auth.oauth.flow import pkce
+from tests.gateway.auth.oauth.flow import start_authorization
 from tests.gateway.e2e import Gateway, connect, start_gateway
 from tests.gateway.web.browser import launch, off_loop
 from tests.vaults import vault_zip
@@ -60,18 +59,7 @@ def shot_consent(gateway: Gateway, page: Page) -> None:
     """The consent page for a client (registered as Claude would) asking to connect."""
     sign_in(gateway, page)
     callback = "https://claude.ai/api/mcp/auth_callback"
-    registered = httpx.post(
-        gateway.url + "/register", json={"client_name": "Claude", "redirect_uris": [callback]}, timeout=30
-    ).json()
-    query = {
-        "response_type": "code",
-        "client_id": registered["client_id"],
-        "redirect_uri": callback,
-        "code_challenge": pkce()[1],
-        "code_challenge_method": "S256",
-        "state": "screenshot",
-    }
-    page.goto(gateway.url + "/authorize?" + urlencode(query))
+    page.goto(gateway.url + start_authorization(gateway.url, "Claude", callback, "screenshot").path)
     page.wait_for_url(gateway.url + "/consent?**")
 
 

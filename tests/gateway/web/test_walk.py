@@ -22,7 +22,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Playwright
 
-from tests.gateway.auth.oauth.flow import pkce
+from tests.gateway.auth.oauth.flow import start_authorization
 from tests.gateway.e2e import Gateway, start_gateway
 from tests.gateway.web.browser import launch
 from tests.vaults import vault_zip
@@ -194,20 +194,7 @@ def consent(w: Walk) -> None:
     """The consent page for a client with a long name and a long redirect host (registered as
     Claude would register itself)."""
     callback = "https://" + "agents." * 8 + "example.com/api/mcp/auth_callback"
-    registered = httpx.post(
-        w.gateway.url + "/register",
-        json={"client_name": "Research assistant " + WORD, "redirect_uris": [callback]},
-        timeout=30,
-    ).json()
-    query = {
-        "response_type": "code",
-        "client_id": registered["client_id"],
-        "redirect_uri": callback,
-        "code_challenge": pkce()[1],
-        "code_challenge_method": "S256",
-        "state": "walk",
-    }
-    w.go("/authorize?" + urlencode(query))
+    w.go(start_authorization(w.gateway.url, "Research assistant " + WORD, callback, "walk").path)
     w.page.wait_for_url(w.gateway.url + "/consent?**")
 
 
@@ -222,22 +209,9 @@ def pinned_consent(reads: str) -> Callable[[Walk], None]:
     """The consent page filled in for a connection pinned to SCOPE that reads ``reads``."""
 
     def show(w: Walk) -> None:
-        registered = httpx.post(
-            w.gateway.url + "/register",
-            json={"client_name": f"Pinned agent {reads}", "redirect_uris": [CALLBACK]},
-            timeout=30,
-        ).json()
-        verifier, challenge = pkce()
-        w.ids.update(client=registered["client_id"], verifier=verifier)
-        query = {
-            "response_type": "code",
-            "client_id": registered["client_id"],
-            "redirect_uri": CALLBACK,
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "state": reads,
-        }
-        w.go("/authorize?" + urlencode(query))
+        started = start_authorization(w.gateway.url, f"Pinned agent {reads}", CALLBACK, reads)
+        w.ids.update(client=started.client_id, verifier=started.verifier)
+        w.go(started.path)
         w.page.wait_for_url(w.gateway.url + "/consent?**")
         w.page.get_by_label("Name this connection").fill(f"Pinned {reads} {CONNECTION}")
         w.page.get_by_label("Pin to one scope").fill(SCOPE)

@@ -10,7 +10,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx
 
@@ -24,6 +24,37 @@ def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     return verifier, challenge
+
+
+@dataclass(frozen=True)
+class Started:
+    """A public client registered and its authorization begun: where to send the browser."""
+
+    client_id: str
+    verifier: str
+    path: str  # ``/authorize?…`` on the gateway
+
+
+def start_authorization(base_url: str, client_name: str, redirect_uri: str, state: str) -> Started:
+    """Register a public client as an MCP client registers itself (RFC 7591), and build its
+    ``/authorize`` request with a fresh PKCE pair."""
+    registered = httpx.post(
+        base_url + "/register",
+        json={"client_name": client_name, "redirect_uris": [redirect_uri]},
+        timeout=30,
+    )
+    assert registered.status_code == 201, registered.text
+    client_id = str(registered.json()["client_id"])
+    verifier, challenge = pkce()
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": state,
+    }
+    return Started(client_id, verifier, "/authorize?" + urlencode(query))
 
 
 def field(pattern: re.Pattern[str], html: str) -> str:
