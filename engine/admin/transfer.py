@@ -125,8 +125,10 @@ def check_upload(parts: Parts, source: Path, label: str | None) -> None:
 def run_import(
     parts: Parts, source: Path, label: str | None, report: Callable[[str], None] | None = None
 ) -> Outcome:
-    """Import the zip ``source`` into the running workspace, then bring the index up to date.
-    Each progress line goes to ``report`` as it happens (and all of them into the outcome)."""
+    """Import the zip ``source`` (already through :func:`check_upload`) into the running workspace,
+    then bring the index up to date. Each progress line goes to ``report`` as it happens (and all
+    of them into the outcome). The import itself still refuses what may have changed since the
+    check (a workspace that gained memories, a label now taken), before writing anything."""
     lines: list[str] = []
 
     def say(line: str) -> None:
@@ -135,7 +137,6 @@ def run_import(
         if report is not None:
             report(line)
 
-    check_upload(parts, source, label)
     ws, out = parts.workspace, _Lines(say)
     with ws.lock:
         if archive.is_export(source, parts.import_limits):
@@ -239,10 +240,10 @@ def routes(parts: Parts) -> list[BaseRoute]:
         try:
             source = folder / "upload.zip"
             await _receive(request, source)
+            await anyio.to_thread.run_sync(check_upload, parts, source, label)
             if not streaming:
                 outcome = await anyio.to_thread.run_sync(run_import, parts, source, label)
                 return JSONResponse(outcome.to_json())
-            await anyio.to_thread.run_sync(check_upload, parts, source, label)
             events = _run_in_background(parts, folder, label)
             handed_over = True
         finally:
