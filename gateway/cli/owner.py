@@ -19,6 +19,7 @@ from gateway.cli.common import config_option, control_plane, data_dir_option, ma
 from gateway.cluster.copies import erase_copies, placed_on_lost_nodes
 from gateway.cluster.remote import erase_on_their_nodes
 from gateway.errors import BadRequest, InvalidPassword
+from gateway.serve import url_of
 from gateway.settings import Settings
 
 #: How many times a terminal is asked for a password before giving up.
@@ -62,16 +63,10 @@ def _from_terminal(email: str, *, optional: bool) -> str | None:
 
 
 def _base(settings: Settings, url: str | None) -> str:
-    """Where the owner reaches the gateway: ``--url``, else public_url, else http://host:port."""
-    base = url or settings.public_url
-    if base is None:
-        if settings.port == 0:
-            raise BadRequest(
-                "the gateway's port is chosen when it starts (port 0): pass --url http://HOST:PORT"
-            )
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-        host = f"[{host}]" if ":" in host else host
-        base = f"http://{host}:{settings.port}"
+    """Where the owner reaches the gateway: ``--url``, else the address ``serve`` prints."""
+    if url is None and settings.public_url is None and settings.port == 0:
+        raise BadRequest("the gateway's port is chosen when it starts (port 0): pass --url http://HOST:PORT")
+    base = url or url_of(settings.host, settings.port, settings.public_url)
     if not base.startswith(("http://", "https://")):
         raise BadRequest(f"--url must start with http:// or https://, not {base!r}")
     return base.rstrip("/")
