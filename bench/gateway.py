@@ -811,7 +811,7 @@ def table(rows: dict[str, str], calls: int) -> str:
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (load average "
         f"{os.getloadavg()[0]:.1f} when it finished), {calls} calls per figure, loopback HTTP, "
         "MCP 2026-07-28 protocol; `python -m bench.gateway` to repeat. Figures before and after "
-        'each change to these costs: "Costs that stay flat and small" below.',
+        "each change to these costs: `docs/perf-journal/2026-12-01-gateway-costs.md`.",
         "",
         "The latency rows come from two runs, each interleaving the same calls three ways (in-process: "
         "the engine's `Memory.remember` / `Recall.get_context` in the bench's process, built as the "
