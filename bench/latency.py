@@ -347,7 +347,7 @@ def render(title: str, shape: str, rows: dict[str, tuple[float, float, float]], 
     return "\n".join(lines) + "\n"
 
 
-#: ``remember`` at 100,000 chunks within this many times its p50 at the live shape (issue 15).
+#: ``remember`` at 100,000 chunks within this many times its p50 at the live shape.
 WRITE_RATIO = 2.0
 
 
@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             "100,000-chunk workspace is built through the real write path (`Workspace.save_note` with "
             "the indexer listening); only its document vectors come from a hashing embedder. There, "
             "`remember` is timed write for write against a live-shaped workspace whose vectors come "
-            "from the same hashing embedder: `× live shape`, target ≤ 2× (issue 15). "
+            "from the same hashing embedder: `× live shape`, target ≤ 2×. "
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average (1 min) "
             f"{min(loads):.1f}–{max(loads):.1f} over the run; `nice 10` if so run.\n\n"
         )

@@ -44,7 +44,7 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: default_data_dir({}))
     runtime_dir: Path | None = None
     database_url: str | None = None  # postgresql://… — the control plane in PostgreSQL, not data_dir
-    # one node of several (issue 15): its name and the URL the other nodes reach it at
+    # one node of several: its name and the URL the other nodes reach it at
     node: str | None = None
     advertise_url: str | None = None
     node_heartbeat_interval: float = field(default=5.0, metadata={"min": 0.05})

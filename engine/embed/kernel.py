@@ -5,11 +5,11 @@ output column, dequantized in the graph (``Cast`` → ``Mul`` → ``MatMul``). O
 into float32 weights when it loads the model, so every forward pass is a float32 network. This
 module rewrites each such triple into one ``com.microsoft.DynamicQuantizeMatMul`` node over the
 *same* weights and scales: the activations are quantized to uint8 per tensor at run time and the
-product is computed in integer arithmetic (≈ 1.7× less CPU per query on an AVX2 machine;
-docs/benchmarks.md, "third pass"). The weights are stored shifted by 128 as uint8 (zero point
-128): int8 weights × uint8 activations would saturate AVX2's 16-bit sums (measured: one output of
-4.8 came out 0.9 off). The vectors change slightly (cosine ≥ 0.97 to the float network's), so the
-embedder reports another model id and indexes re-embed.
+product is computed in integer arithmetic (less CPU per query on an AVX2 machine;
+docs/perf-journal/2026-12-01-hybrid-path.md, third pass). The weights are stored shifted by 128
+as uint8 (zero point 128): int8 weights × uint8 activations would saturate AVX2's 16-bit sums
+(one output of 4.8 came out 0.9 off). The vectors change slightly (cosine ≥ 0.97 to the float
+network's), so the embedder reports another model id and indexes re-embed.
 
 The file is edited at the protobuf wire level (the few ONNX fields the rewrite reads, every other
 byte copied): deterministic, and no ``onnx`` package at run time (importing it cost ≈ 1.3 s of CPU,

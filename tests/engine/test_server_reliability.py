@@ -1,4 +1,4 @@
-"""The engine process under damage and at a stop (issue 7): it answers before its index has caught
+"""The engine process under damage and at a stop: it answers before its index has caught
 up, names what it cannot read, and a call stuck in a hung embedder does not hold a SIGTERM."""
 
 from __future__ import annotations

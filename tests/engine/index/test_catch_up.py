@@ -1,4 +1,4 @@
-"""The start-up reconcile in the background, and the per-memory size limit of the index (issue 7)."""
+"""The start-up reconcile in the background, and the per-memory size limit of the index."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Chunking is linear in the text (issue 7, defect 2: a 50 MB note without breaks kept a workspace
-from starting, because every cut copied the rest of the string)."""
+"""Chunking is linear in the text (a 50 MB note without breaks once kept a
+workspace from starting, because every cut copied the rest of the string)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``get_context`` keeps the search's ranking (issue 11, item 5; ``recall:budget-order``).
+"""``get_context`` keeps the search's ranking (``recall:budget-order``).
 
 Real parts: a workspace on disk, the real embedder, the engine's MCP server and the real ``mcp``
 client. The notes ``get_context`` returns are the search's hits in the search's order; with a

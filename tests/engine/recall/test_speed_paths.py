@@ -1,4 +1,4 @@
-"""The hybrid path's speed-ups change no answer (``perf:context-small``, issue 11).
+"""The hybrid path's speed-ups change no answer (``perf:context-small``).
 
 ``get_context`` embeds the query in a worker thread while the keyword searches run, and keeps the
 last query vectors (engine/embed/recent.py); a kept vector is used at once, with no hop to the

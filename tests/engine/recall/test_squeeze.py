@@ -1,4 +1,4 @@
-"""Cutting text to a budget always ends (issue 7, defect 1: ``get_context`` spun forever)."""
+"""Cutting text to a budget always ends (a defect once made ``get_context`` spin forever)."""
 
 from __future__ import annotations
 

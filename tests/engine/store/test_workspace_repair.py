@@ -1,5 +1,5 @@
 """What loading does with damage: binary and non-UTF-8 files, and a log entry left in two day files
-by a crash in the middle of a retire or restore (issue 7, defect 3)."""
+by a crash in the middle of a retire or restore."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""An owner whose workspace's node was declared lost, in a real headless Chromium (issue 15,
-``run:scale-out``): a real PostgreSQL control plane and two real ``almanac serve`` nodes (node-c,
+"""An owner whose workspace's node was declared lost, in a real headless Chromium
+(``run:scale-out``): a real PostgreSQL control plane and two real ``almanac serve`` nodes (node-c,
 holding the workspace, killed and declared lost; node-b, where the browser signs in).
 
 The home page marks the workspace as lost; its pages answer 410 with a page that says what

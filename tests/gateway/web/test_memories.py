@@ -1,4 +1,4 @@
-"""``/memories`` (issue 12, the Memories page): the owner browses, searches, views, retires and
+"""``/memories`` (the Memories page): the owner browses, searches, views, retires and
 restores what agents remember — over HTTP and in a real browser."""
 
 from __future__ import annotations
