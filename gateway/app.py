@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -411,6 +412,9 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         if link is not None:
             await link.forwarder.aclose()
         parts.store.close()
+        run_dir = parts.supervisor.config.run_dir
+        if layout.is_temporary(run_dir, settings.data_dir, settings.runtime_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)  # only sockets of processes now stopped
 
     sign_in_with: list[BaseRoute] = []
     if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:

@@ -6,7 +6,7 @@
     <runtime_dir>/<ws id>.sock         an engine's socket (embedder.sock for the embedder)
 
 Unix socket paths are limited to 107 bytes, so when ``<data_dir>/run`` is too long the runtime
-directory falls back to a short private temporary directory.
+directory falls back to a short private temporary directory, which the gateway removes when it stops.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ def runtime_dir(data_dir: Path, configured: Path | None) -> Path:
     candidate.mkdir(parents=True, exist_ok=True)
     candidate.chmod(0o700)
     return candidate
+
+
+def is_temporary(run_dir: Path, data_dir: Path, configured: Path | None) -> bool:
+    """Whether ``run_dir`` is the private fallback of :func:`runtime_dir` (the gateway's to remove)."""
+    return configured is None and run_dir != data_dir.resolve() / "run"
 
 
 def socket_path(run_dir: Path, name: str) -> Path:

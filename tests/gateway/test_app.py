@@ -88,3 +88,18 @@ def test_public_url_drives_the_advertised_urls(data_dir: Path) -> None:
         )
         assert client.post("/mcp", json={}).status_code == 401
         assert client.post("/mcp", json={}, headers={"Host": "other.example"}).status_code == 403
+
+
+@pytest.mark.req("gw:spawn")
+def test_a_fallback_socket_folder_is_removed_at_stop_and_data_dir_run_is_kept(tmp_path: Path) -> None:
+    long_dir = tmp_path / ("d" * 100)  # <data_dir>/run too long for a socket path: a temporary folder
+    app = create_app(make_settings(long_dir, allowed_hosts=("testserver",)))
+    with TestClient(app):
+        run_dir = app.state.components.supervisor.config.run_dir
+        assert run_dir.is_dir() and not run_dir.is_relative_to(long_dir)
+    assert not run_dir.exists()
+    short_dir = tmp_path / "data"
+    app = create_app(make_settings(short_dir, allowed_hosts=("testserver",)))
+    with TestClient(app):
+        assert app.state.components.supervisor.config.run_dir == short_dir.resolve() / "run"
+    assert (short_dir / "run").is_dir()  # the operator's own folder stays
