@@ -234,3 +234,16 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path: Path, postgres: Post
     assert not (data_dir / "control.db.moved").exists()
     listed = almanac("workspace", "list", "--owner", EMAIL, "--data-dir", str(data_dir))
     assert listed.returncode == 0 and "default" in listed.stdout
+
+    # a value PostgreSQL takes but reads back otherwise (bytes in a text column: PostgreSQL keeps
+    # their hex): the counts agree, the checksums do not, and the copy is rolled back before commit
+    conn = apsw.Connection(str(data_dir / "control.db"))
+    conn.execute("UPDATE owners SET password_hash = X'6869'")
+    conn.close()
+    one_line_refusal(
+        migrate(data_dir, url),
+        "differs from the SQLite control plane (owners: 1 rows on both sides but their contents differ)",
+        "rolled back: nothing was changed",
+    )
+    assert tables(url) == []
+    assert not (data_dir / "control.db.moved").exists()
