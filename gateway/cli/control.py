@@ -52,7 +52,9 @@ def migrate_to_postgres(database_url: str | None, data_dir: Path | None, config_
     ControlPlane.open(sqlite_path, create=False).close()  # present, usable, not moved; newest schema
     try:
         held = hold_data_dir(settings.data_dir)
-    except DataDirError:
+    except DataDirError as exc:
+        if "already running" not in exc.message:
+            raise
         raise MigrationRefused(
             f"an `almanac serve` is running on the data directory {settings.data_dir} (it holds "
             f"{settings.data_dir / SERVE_LOCK}); stop it first: its control plane must not change while "

@@ -32,7 +32,7 @@ import apsw
 from gateway.control.clock import utcnow
 from gateway.control.db import Database, Dialect, Rows, redact, to_pyformat
 from gateway.control.migrate import _PG_LOCK_KEY, load_migrations, migrate
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, DataDirError
 
 if TYPE_CHECKING:
     import psycopg
@@ -187,9 +187,11 @@ def _pg_tables(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
 
 
 def _refuse_a_non_empty_target(conn: psycopg.Connection[Any], url: str) -> None:
+    # the catalogue, not information_schema: it lists tables this user has no rights on, too
     rows = conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-        "ORDER BY table_name"
+        "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY c.relname"
     ).fetchall()
     if rows:
         names = [str(r[0]) for r in rows]
@@ -357,8 +359,6 @@ def mark_moved(sqlite_path: Path, url: str) -> Path:
 
 def refuse_if_moved(sqlite_path: Path) -> None:
     """Refuse (:class:`~gateway.errors.DataDirError`) a SQLite control plane copied to PostgreSQL."""
-    from gateway.errors import DataDirError
-
     marker = moved_marker(sqlite_path)
     if not marker.exists():
         return
