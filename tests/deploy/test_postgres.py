@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -162,14 +163,21 @@ async def test_the_restore_drill_brings_back_tokens_and_memories(
         token = gateway.token("ada@example.com", "laptop")
         async with connect(gateway, token) as client:
             data(await client.call_tool("remember", {"statement": "the fjord deploy uses blue-green"}))
-        # the sample's nightly backup, as its CronJob runs it
+        # the sample's nightly backup, as its CronJob runs it: a failed dump leaves no backup behind
         (script,) = backup_job()["command"][2:]
+        failed = _sh(script, {**env, "PGDATABASE": "no_such_database"})
+        assert failed.returncode != 0 and not list(backups.glob("control-plane-*.dump"))
+        day = 24 * 3600
+        for name, age in (("control-plane-old.dump", 15 * day), ("control-plane-recent.dump", 13 * day)):
+            (backups / name).write_bytes(b"an earlier dump")
+            os.utime(backups / name, (time.time() - age, time.time() - age))
         dumped = _sh(script, env)
         assert dumped.returncode == 0, dumped.stderr
     finally:
         gateway.stop()
-    assert len(list(backups.glob("control-plane-*.dump"))) == 1
-    assert not list(backups.glob(".*.partial"))
+    # the new dump beside the one 13 days old; the one 15 days old removed
+    kept = sorted(p.name for p in backups.glob("control-plane-*.dump"))
+    assert len(kept) == 2 and "control-plane-recent.dump" in kept, kept
 
     # the disaster: the database is gone
     with psycopg.connect(postgres.url(), autocommit=True) as admin:
