@@ -202,7 +202,12 @@ async def test_a_single_host_control_plane_moves_to_postgresql_and_serves_as_bef
             )
             assert refreshed.status_code == 200, refreshed.text
         # new rows numbered after the copied ones (an audit event per new token)
+        with psycopg.connect(url, autocommit=True) as conn:
+            copied_top = conn.execute("SELECT max(id) FROM audit_events").fetchone()
         newer = served.token(EMAIL, "desktop")
+        with psycopg.connect(url, autocommit=True) as conn:
+            latest = conn.execute("SELECT max(id) FROM audit_events WHERE kind = 'token.create'").fetchone()
+        assert copied_top and latest and latest[0] > copied_top[0]
         async with connect(served, newer) as client:
             data(await client.call_tool("remember", {"statement": "written after the move"}))
         listed = served.cli("token", "list", "--owner", EMAIL)
