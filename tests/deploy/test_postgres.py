@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -179,6 +181,16 @@ async def test_the_restore_drill_brings_back_tokens_and_memories(
     kept = sorted(p.name for p in backups.glob("control-plane-*.dump"))
     assert len(kept) == 2 and "control-plane-recent.dump" in kept, kept
 
+    # a drill first, the real database untouched: restored under another name, and one gateway on a
+    # copy of the node's data directory pointed at it
+    drill = f"almanac_drill_{secrets.token_hex(4)}"
+    assert _sh(restore_steps(), {**env, "PGDATABASE": drill}).returncode == 0
+    shutil.copytree(tmp_path / "data", tmp_path / "drill-data")
+    drill_url = url.replace(f"/{env['PGDATABASE']}?", f"/{drill}?")
+    await _serves_the_old_token_and_memory(
+        tmp_path / "drill-data", tmp_path / "drill.log", token, {**node, "database_url": drill_url}
+    )
+
     # the disaster: the database is gone
     with psycopg.connect(postgres.url(), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE "{env["PGDATABASE"]}"'.encode())
@@ -188,11 +200,17 @@ async def test_the_restore_drill_brings_back_tokens_and_memories(
     # the steps refuse to restore over a database that exists (they would not mix two control planes)
     again = _sh(restore_steps(), env)
     assert again.returncode != 0 and "already exists" in again.stderr
+    await _serves_the_old_token_and_memory(tmp_path / "data", tmp_path / "after.log", token, node)
 
-    served = start_gateway(tmp_path / "data", tmp_path / "after.log", **node)
+
+async def _serves_the_old_token_and_memory(
+    data_dir: Path, log: Path, token: str, node: dict[str, str]
+) -> None:
+    """Start the node on ``data_dir``: once the leases the dump recorded have run out (the node cannot
+    know their holder stopped; meanwhile its workspace is refused as a down node's, never served
+    twice), it accepts ``token`` minted before the backup, serves the memory, takes a new write."""
+    served = start_gateway(data_dir, log, **node)
     try:
-        # the leases the dump recorded run out first (the node cannot know their holder stopped):
-        # meanwhile its workspace is refused as a down node's, never served twice
         refusals: list[httpx.Response] = []
 
         def serving() -> bool:
@@ -205,7 +223,7 @@ async def test_the_restore_drill_brings_back_tokens_and_memories(
         for answer in refusals:
             assert answer.status_code == 503 and "retry-after" in answer.headers, answer.text
             assert answer.json()["error"]["code"] == "node_unavailable"
-        async with connect(served, token) as client:  # the token minted before the backup
+        async with connect(served, token) as client:
             found = await client.call_tool("get_context", {"query": "fjord deploy"})
             assert "blue-green" in str(found.content)
             data(await client.call_tool("remember", {"statement": "written after the restore"}))
