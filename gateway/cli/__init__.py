@@ -9,6 +9,7 @@ import click
 
 from gateway.cli.audit import audit
 from gateway.cli.bench import bench
+from gateway.cli.control import control
 from gateway.cli.engine import engine
 from gateway.cli.invite import invite
 from gateway.cli.node import node
@@ -23,6 +24,7 @@ COMMANDS: tuple[click.Command, ...] = (
     owner,
     workspace,
     node,
+    control,
     token,
     invite,
     audit,

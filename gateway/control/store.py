@@ -32,6 +32,7 @@ from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
 from gateway.control.passwords import PasswordQueries
+from gateway.control.to_postgres import refuse_if_moved
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
@@ -186,7 +187,9 @@ class ControlPlane(
         """Open (migrating as needed) the database at ``path``; create it only when ``create``.
 
         Raises :class:`DataDirError` (one line that says what to do) when the file is missing and
-        may not be created, cannot be written, or is not an Almanac control database."""
+        may not be created, cannot be written, is not an Almanac control database, or was moved to
+        PostgreSQL (``almanac control migrate-to-postgres``)."""
+        refuse_if_moved(path)
         if not create and not path.is_file():
             raise DataDirError(
                 f"no Almanac data in {path.parent} (it has no {path.name}); start the service once "
