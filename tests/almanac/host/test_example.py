@@ -33,7 +33,7 @@ def gateway(tmp_path: Path) -> Iterator[Gateway]:
 
 
 def host(gateway: Gateway, token: str, base_url: str, *memory: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, str(EXAMPLE), *memory, "--almanac-url", gateway.mcp_url, "--load-timeout", "60"]
+    argv = [sys.executable, str(EXAMPLE), *memory, "--almanac-url", gateway.mcp_url, "--load-timeout", "20"]
     return subprocess.Popen(
         [*argv, "--model-url", base_url, "--model", "small"],
         stdin=subprocess.PIPE,
@@ -109,7 +109,7 @@ async def test_a_refused_save_is_logged_and_the_turn_goes_on(
 ) -> None:
     token = gateway.token(ADA, "Read only", "--read-only")
     endpoint = Endpoint.service(gateway.mcp_url, token)
-    settings = HostSettings(enabled=True, load_timeout=60, save_timeout=60)
+    settings = HostSettings(enabled=True, load_timeout=20, save_timeout=60)
     caplog.set_level(logging.INFO, "almanac.host")
     with running_fake_chat() as fake:
         fake.extractions = ['{"facts": ["The user prefers tabs."]}']
