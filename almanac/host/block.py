@@ -41,9 +41,9 @@ def with_banner(text: str, archived: bool, banner: object = None) -> str:
     return text
 
 
-def items(context: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def items(context: Mapping[str, Any]) -> Iterator[tuple[str, str, str | None]]:
     """The memories of a ``get_context`` reply in its own order, facts first, then notes: each as
-    its id (``""`` when it has none) and its text (with its banner when archived)."""
+    its id (``""`` when it has none), its text (with its banner when archived) and its scope."""
     for kind in ("facts", "notes"):
         found = context.get(kind)
         if not isinstance(found, list):
@@ -53,12 +53,14 @@ def items(context: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             if not isinstance(text, str) or not text.strip():
                 continue
             assert isinstance(item, Mapping)
-            yield str(item.get("id", "")), with_banner(text, item.get("archived") is True, item.get("banner"))
+            scope = item.get("scope")
+            text = with_banner(text, item.get("archived") is True, item.get("banner"))
+            yield str(item.get("id", "")), text, scope if isinstance(scope, str) else None
 
 
 def texts(context: Mapping[str, Any]) -> Iterator[str]:
     """The memories of a ``get_context`` reply in its own order: facts first, then notes."""
-    for _, text in items(context):
+    for _, text, _ in items(context):
         yield text
 
 

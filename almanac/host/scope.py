@@ -3,13 +3,15 @@
 The memory interface has four layers: **user** (no scope: every session of the workspace finds it),
 **session**, **agent** and **turn**. A deliberate save may be pinned to one of the last three, and
 a deliberate load may be limited to one: it then sees that layer's memories and the user layer's,
-never another session's, agent's or turn's. The automatic path (``before_turn``/``after_turn``)
+never another session's, agent's or turn's; and a load of the user layer (the automatic one)
+sees no session's, agent's or turn's memories at all. The automatic path (``before_turn``/``after_turn``)
 stays unscoped on purpose: a session-scoped memory would only ever be found by the session that
 wrote it.
 
 With Almanac a layer is the memory's scope, spelled ``<layer>:<id>`` (``session:7f3a``); Almanac's
-own scope rule is exactly this one — a read limited to a scope sees that scope plus unscoped
-memories (``docs/recall.md``). A provider that cannot separate layers says so in its notes and
+own scope rule does the first part — a read limited to a scope sees that scope plus unscoped
+memories (``docs/recall.md``) — and :func:`in_view` the second, on the reply (an unscoped read
+there sees every scope). A provider that cannot separate layers says so in its notes and
 saves into the user layer.
 """
 
@@ -62,3 +64,15 @@ class Scope:
 def as_log(scope: Scope | None) -> dict[str, str]:
     """The scope as the retrieval log writes it: ``{}`` for the user layer."""
     return {} if scope is None else {scope.layer: scope.id}
+
+
+def in_view(memory_scope: str | None, scope: Scope | None) -> bool:
+    """Whether a load limited to ``scope`` (None: the user layer, the automatic path) shows a memory
+    stored under ``memory_scope``: a layer's memories only to loads of that same layer; unscoped
+    memories, and scopes that are not layers (``project:fjord``), to every load."""
+    if memory_scope is None:
+        return True
+    layer = memory_scope.split(":", 1)[0]
+    if layer not in LAYERS:
+        return True
+    return scope is not None and memory_scope == scope.label

@@ -38,7 +38,7 @@ from almanac.host.providers.base import (
     State,
     text_id,
 )
-from almanac.host.scope import LAYERS, Scope
+from almanac.host.scope import LAYERS, Scope, in_view
 from almanac.host.settings import HostSettings
 
 #: HTTP answers that mean "Almanac is there, but this call may not go through yet".
@@ -104,13 +104,16 @@ class AlmanacProvider(Provider):
         if request.scope is not None:
             arguments["scope"] = request.scope.label
         reply = await self.link.call("get_context", arguments)
-        found = [Item(id or text_id(text), text) for id, text in items(reply)]
+        every = list(items(reply))
+        found = [
+            Item(id or text_id(text), text) for id, text, scope in every if in_view(scope, request.scope)
+        ]
         dropped = reply.get("dropped")
         left_out = dropped.get("count", 0) if isinstance(dropped, Mapping) else 0
         return Found(
             items=tuple(found[: request.top_k]),
             relevant=reply.get("relevant") is True,
-            considered=len(found) + (left_out if isinstance(left_out, int) else 0),
+            considered=len(every) + (left_out if isinstance(left_out, int) else 0),
             mode=str(reply.get("retrieval", "")),
         )
 
@@ -146,7 +149,7 @@ class AlmanacProvider(Provider):
     def notes(self) -> Notes:
         limits = [
             "topK is applied by this library to get_context's reply (the tool takes no count).",
-            "A scoped load sees its layer's memories plus unscoped (user-layer) ones.",
+            "A scoped load sees its layer's memories plus unscoped ones; the automatic load no layer's.",
         ]
         if self.local:
             limits.append("Local folder: decayHalfLifeDays is passed to the engine it runs.")
