@@ -7,7 +7,7 @@ Like Headroom without its embedding model, it starts, completes its handshake an
 tools, while every call fails until it is "set up": until ``PATH/model.bin`` exists. Memories are
 kept in ``PATH/memories.jsonl``; a search ranks them by the share of the query's words they hold.
 ``PATH/hang`` makes every call wait (for the provider's time bound). Each call is appended to
-``PATH/calls.jsonl`` (tool name and arguments) so a test can see what the provider sent.
+``PATH/calls.jsonl`` (tool name, arguments and time) so a test can see what the provider sent.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def build(root: Path) -> MCPServer:
 
     def ready(tool: str, arguments: dict[str, object]) -> None:
         with (root / "calls.jsonl").open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+            handle.write(json.dumps({"tool": tool, "arguments": arguments, "ts": time.time()}) + "\n")
         while (root / "hang").exists():
             time.sleep(0.05)
         if not (root / "model.bin").exists():

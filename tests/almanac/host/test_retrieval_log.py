@@ -4,7 +4,9 @@ any content (life:retrieval-log)."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +63,17 @@ async def test_another_servers_results_are_logged_by_a_hash_of_their_text(tmp_pa
     assert str(kept).startswith("sha256:")
 
 
-async def test_a_failed_search_is_logged_as_such(tmp_path: Path, closed_port: int) -> None:
+async def test_a_failed_search_is_logged_as_such(
+    tmp_path: Path, closed_port: int, silent_server: socket.socket
+) -> None:
     log = tmp_path / "retrieval-log.jsonl"
-    provider = AlmanacProvider.service(f"http://127.0.0.1:{closed_port}/mcp", "t")
-    async with MemoryProvider(provider, ON, retrieval_log=log) as memory:
+    closed = AlmanacProvider.service(f"http://127.0.0.1:{closed_port}/mcp", "t")
+    async with MemoryProvider(closed, ON, retrieval_log=log) as memory:
         assert await memory.before_turn(f"Where is the {SENTINEL}?") == ""
-    (line,) = lines(log)
-    assert line["outcome"] == "unavailable" and line["kept"] == [] and line["loaded"] == 0
+    silent = AlmanacProvider.service(f"http://127.0.0.1:{silent_server.getsockname()[1]}/mcp", "t")
+    async with MemoryProvider(silent, replace(ON, load_timeout=0.5), retrieval_log=log) as memory:
+        assert await memory.before_turn(f"Where is the {SENTINEL}?") == ""
+    unavailable, timeout = lines(log)
+    assert unavailable["outcome"] == "unavailable" and timeout["outcome"] == "timeout"
+    assert unavailable["kept"] == [] and unavailable["loaded"] == 0
     assert SENTINEL not in log.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from almanac.host import AlmanacProvider, HostSettings, MemoryProvider, Scope
+from almanac.host import AlmanacProvider, AlmanacUnavailable, HostSettings, MemoryProvider, Scope
 from almanac.host.scope import in_view
 
 pytestmark = pytest.mark.req("host:turn-loop")
@@ -72,3 +72,23 @@ def test_which_memories_a_load_sees() -> None:
     assert in_view("session:s1", s1) and not in_view("session:s2", s1) and not in_view("session:s1", None)
     assert not in_view("agent:reviewer", s1)
     assert in_view("project:fjord", None) and in_view("project:fjord", s1)  # not a layer: Almanac's own
+
+
+@pytest.mark.anyio
+async def test_deliberate_calls_need_only_the_master_switch(tmp_path: Path) -> None:
+    quiet = HostSettings(enabled=True, auto_load=False, auto_save=False, load_timeout=20)
+    provider = AlmanacProvider.folder(str(tmp_path / "ws"), args=("--embedding-provider", "off"))
+    async with MemoryProvider(provider, quiet) as memory:
+        assert await memory.remember("Fjord notes: the user edits in Helix.", scope=Scope.agent("a1"))
+        assert await memory.before_turn(QUERY) == ""  # autoLoad off: nothing automatic
+        assert "Helix" in await memory.load(QUERY, scope=Scope.agent("a1"))
+
+
+@pytest.mark.anyio
+async def test_a_deliberate_save_that_does_not_land_raises(closed_port: int) -> None:
+    settings = HostSettings(enabled=True, save_timeout=1)
+    async with MemoryProvider(
+        AlmanacProvider.service(f"http://127.0.0.1:{closed_port}/mcp", "t"), settings
+    ) as memory:
+        with pytest.raises(AlmanacUnavailable, match="did not land in time"):
+            await memory.remember("The user prefers tabs.", scope=Scope.session("s1"))

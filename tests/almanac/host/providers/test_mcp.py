@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from almanac.host import (
@@ -23,6 +24,7 @@ from almanac.host import (
 )
 from almanac.host.providers.base import OP_LIMIT_S
 from tests.engine.support import engine_command
+from tests.gateway.e2e import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.req("host:turn-loop")]
 
@@ -141,3 +143,26 @@ async def test_off_never_starts_the_server(tmp_path: Path) -> None:
         assert await memory.remember("a fact") is False
         assert await memory.state() is None
     assert not (tmp_path / "calls.jsonl").exists()
+
+
+async def test_a_save_attempt_over_20_seconds_is_tried_again_on_a_new_connection(tmp_path: Path) -> None:
+    set_up(tmp_path)
+    settings = HostSettings(enabled=True, provider="mcp", save_timeout=90)
+
+    def saves() -> list[float]:
+        found = calls(tmp_path) if (tmp_path / "calls.jsonl").exists() else []
+        return [float(c["ts"]) for c in found if c["tool"] == "memory_save"]  # type: ignore[arg-type]
+
+    provider = McpMemoryProvider(server(tmp_path))
+    async with MemoryProvider(provider, settings) as memory, anyio.create_task_group() as tasks:
+        state = await memory.state()  # the connection is open: the save's first attempt goes at once
+        assert state is not None and state.state is State.READY
+        (tmp_path / "hang").touch()
+        tasks.start_soon(memory.remember, "The user prefers tabs.")
+        await anyio.to_thread.run_sync(
+            lambda: wait_for(lambda: len(saves()) == 2, timeout=60, what="the second attempt")
+        )
+        (tmp_path / "hang").unlink()  # the second attempt, on a new server process, now lands
+    first, second = saves()
+    assert OP_LIMIT_S - 0.5 <= second - first < 60  # the first attempt was given 20 s, no more
+    assert "The user prefers tabs." in (tmp_path / "memories.jsonl").read_text()
