@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,7 +74,3 @@ class RetrievalLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(data)
-
-
-def kept_ids(ids: Sequence[str], positions: Sequence[int]) -> tuple[str, ...]:
-    return tuple(ids[p] for p in positions)

@@ -145,7 +145,6 @@ async def test_top_k_bounds_what_a_load_returns(tmp_path: Path) -> None:
         assert (await memory.before_turn("Which Fjord release shipped on a Friday?")).count("\n- ") == 5
 
 
-@pytest.mark.anyio
 def test_the_local_folder_runs_the_engine_over_stdio() -> None:
     provider = AlmanacProvider.folder("/srv/notes", args=OFF)
     assert provider.endpoint.command == (
