@@ -13,30 +13,36 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, Implementation
+from mcp.types import CallToolResult, Implementation, Tool
 
 from almanac.host.retry import next_wait, parse_retry_after
 
 CLIENT = Implementation(name="almanac-host", version="1")
 #: How long a dropped connection may take to close (end its session) before it is cut off.
 CLOSE_GRACE_S = 5.0
+#: Any single operation that takes longer than this counts as unavailable (a save's next attempt
+#: goes on a new connection).
+OP_LIMIT_S = 20.0
+
+T = TypeVar("T")
 
 
 class AlmanacUnavailable(RuntimeError):
-    """Almanac could not be reached, or did not answer in time."""
+    """The provider (Almanac, or another MCP memory server) could not be reached, or did not answer
+    in time."""
 
 
 class AlmanacRefused(RuntimeError):
-    """Almanac answered with a tool error (the message is its own, saying what to fix)."""
+    """The provider answered with a tool error (the message is its own, saying what to fix)."""
 
 
 class AlmanacBusy(AlmanacUnavailable):
@@ -63,9 +69,11 @@ class Endpoint:
         return cls(url=url, token=token)
 
     @classmethod
-    def local(cls, directory: str, *, python: str = sys.executable) -> Endpoint:
-        """A local engine on ``directory``, run over stdio (needs the ``almanac`` package installed)."""
-        return cls(command=(python, "-m", "engine", "--stdio", "--dir", os.path.expanduser(directory)))
+    def local(cls, directory: str, *, python: str = sys.executable, args: Sequence[str] = ()) -> Endpoint:
+        """A local engine on ``directory``, run over stdio (needs the ``almanac`` package installed);
+        ``args`` are further engine options (``--embedding-provider off``, say)."""
+        directory = os.path.expanduser(directory)
+        return cls(command=(python, "-m", "engine", "--stdio", "--dir", directory, *args))
 
     def __repr__(self) -> str:  # never print the token
         return f"Endpoint(url={self.url!r})" if self.url else f"Endpoint(command={self.command!r})"
@@ -98,9 +106,13 @@ class Link:
     the transport drops it at once (the next call opens a new one), so no call is ever sent into a
     connection that is closing. :meth:`call_until` tries again until a deadline."""
 
-    def __init__(self, endpoint: Endpoint, tasks: TaskGroup) -> None:
+    def __init__(self, endpoint: Endpoint, tasks: TaskGroup, *, label: str = "Almanac") -> None:
         self.endpoint = endpoint
         self.tasks = tasks
+        self.label = label
+        #: the HTTP status of the last response seen, and how many responses came in
+        self.last_status: int | None = None
+        self.responses = 0
         self._session: _Session | None = None
         self._lock = anyio.Lock()
         #: the last ``Retry-After`` a refusal carried, and how many refusals had come before it
@@ -109,6 +121,8 @@ class Link:
         self._refusals = 0
 
     async def _saw(self, response: httpx2.Response) -> None:
+        self.last_status = response.status_code
+        self.responses += 1
         if response.status_code in (429, 503):
             self._retry_after = parse_retry_after(response.headers.get("retry-after"))
             self._refused_with = response.status_code
@@ -157,7 +171,7 @@ class Link:
             try:
                 session: _Session = await self.tasks.start(self._hold)
             except Exception as exc:
-                raise self._failure(f"cannot connect to Almanac ({_reason(exc)})", refusals) from exc
+                raise self._failure(f"cannot connect to {self.label} ({_reason(exc)})", refusals) from exc
             return session, True
 
     def drop(self, session: _Session | None = None) -> None:
@@ -170,11 +184,24 @@ class Link:
         current.stop.set()
         current.scope.deadline = min(current.scope.deadline, anyio.current_time() + CLOSE_GRACE_S)
 
+    async def tools(self) -> list[Tool]:
+        """The tools the server advertises (the caller bounds the time)."""
+        session, _ = await self._open()
+        try:
+            return list((await session.client.list_tools()).tools)
+        except Exception as exc:
+            self.drop(session)
+            raise AlmanacUnavailable(f"{self.label} did not list its tools ({_reason(exc)})") from exc
+
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call ``tool`` once. When a connection that was already open fails, it is replaced and the
-        call sent once more (it may have gone stale: the server restarted); a refusal with
-        ``Retry-After`` is not, it raises :class:`AlmanacBusy`. The caller bounds the time
-        (``anyio.fail_after``)."""
+        """Call ``tool`` once and read its structured result (:meth:`call_as`)."""
+        return await self.call_as(tool, arguments, structured)
+
+    async def call_as(self, tool: str, arguments: dict[str, Any], read: Callable[[CallToolResult], T]) -> T:
+        """Call ``tool`` once and ``read`` its result. When a connection that was already open
+        fails, it is replaced and the call sent once more (it may have gone stale: the server
+        restarted); a refusal with ``Retry-After`` is not, it raises :class:`AlmanacBusy`. The
+        caller bounds the time (``anyio.fail_after``)."""
         resent = False
         while True:
             session, new = await self._open()
@@ -186,20 +213,32 @@ class Link:
                 if not (new or resent) and self._refusals == refusals:
                     resent = True
                     continue
-                raise self._failure(f"Almanac did not answer {tool} ({_reason(exc)})", refusals) from exc
-            return structured(result)
+                raise self._failure(f"{self.label} did not answer {tool} ({_reason(exc)})", refusals) from exc
+            return read(result)
 
-    async def call_until(self, tool: str, arguments: dict[str, Any], deadline: float) -> dict[str, Any]:
+    async def call_until(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        read: Callable[[CallToolResult], Any] = structured,
+    ) -> Any:
         """Call ``tool``, trying again after a transport failure (after the wait a refusal's
         ``Retry-After`` asks for, if that ends before ``deadline``, an ``anyio.current_time()``)
-        until ``deadline``. A tool error (:class:`AlmanacRefused`) is not tried again. When the
-        time is up, raises :class:`AlmanacUnavailable` saying why and what the last failure was."""
+        until ``deadline``; one attempt may take at most :data:`OP_LIMIT_S`. A tool error
+        (:class:`AlmanacRefused`) is not tried again. When the time is up, raises
+        :class:`AlmanacUnavailable` saying why and what the last failure was."""
         failures, last = 0, "no attempt finished"
         while True:
+            remaining = max(0.0, deadline - anyio.current_time())
             try:
-                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                    return await self.call(tool, arguments)
+                with anyio.fail_after(min(remaining, OP_LIMIT_S)):
+                    return await self.call_as(tool, arguments, read)
             except TimeoutError:
+                if remaining > OP_LIMIT_S:  # this attempt hung: try again on a new connection
+                    self.drop()
+                    failures, last = failures + 1, f"{tool} took over {OP_LIMIT_S:g} s"
+                    continue
                 raise AlmanacUnavailable(f"{tool} did not land in time (last failure: {last})") from None
             except AlmanacUnavailable as exc:
                 failures, last = failures + 1, str(exc)
@@ -213,7 +252,7 @@ class Link:
         """The failure to raise; :class:`AlmanacBusy` when a refusal with ``Retry-After`` came
         in since ``refusals`` were counted."""
         if self._refusals != refusals and self._retry_after is not None:
-            said = f"Almanac answered {self._refused_with} with Retry-After: {self._retry_after:g} s"
+            said = f"{self.label} answered {self._refused_with} with Retry-After: {self._retry_after:g} s"
             return AlmanacBusy(f"{message}; {said}", self._retry_after)
         return AlmanacUnavailable(message)
 

@@ -116,7 +116,7 @@ async def test_the_block_holds_nothing_below_the_floor(tmp_path: Path) -> None:
         store.close()
     message = "When were the tomatoes watered, the roses pruned and the hedges trimmed near the shed?"
     argv = ("-m", "engine", "--stdio", "--dir", str(ws), "--embedding-provider", "off")
-    settings = HostSettings(enabled=True, auto_save=False, load_timeout=60)
+    settings = HostSettings(enabled=True, auto_save=False, load_timeout=20)
 
     async def block() -> str:
         async with MemoryProvider(Endpoint(command=(sys.executable, *argv)), settings) as provider:

@@ -16,7 +16,7 @@ from tests.almanac.host.fake_chat import FakeChat, running_fake_chat
 
 pytestmark = [pytest.mark.anyio, pytest.mark.req("host:turn-loop")]
 
-ON = HostSettings(enabled=True, load_timeout=60, save_timeout=60)
+ON = HostSettings(enabled=True, load_timeout=20, save_timeout=60)
 
 
 def engine(ws: Path) -> Endpoint:
@@ -100,7 +100,7 @@ async def test_unreachable_almanac_never_breaks_a_turn(
     closed_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     endpoint = Endpoint.service(f"http://127.0.0.1:{closed_port}/mcp", "t")
-    settings = HostSettings(enabled=True, load_timeout=60, save_timeout=2)
+    settings = HostSettings(enabled=True, load_timeout=20, save_timeout=2)
     with running_fake_chat() as fake:
         fake.extractions = ['{"facts": ["The user prefers tabs."]}']
         with anyio.fail_after(30):

@@ -85,7 +85,7 @@ async def wait_until(condition: object, what: str, timeout: float = 60.0) -> Non
 
 async def test_a_gateway_restarted_mid_conversation_loses_no_save(tmp_path: Path, fake: FakeChat) -> None:
     talk = Conversation(tmp_path)
-    settings = HostSettings(enabled=True, load_timeout=60, save_timeout=120)
+    settings = HostSettings(enabled=True, load_timeout=20, save_timeout=120)
     fake.extractions = extracting(*FACTS)
     try:
         async with MemoryProvider(talk.endpoint, settings, extract=openai_chat(fake.base_url, "m")) as memory:
@@ -168,7 +168,7 @@ async def test_a_503_with_retry_after_is_waited_out_within_save_timeout(
         restart_backoff_max="0.5",
         crash_loop_threshold="50",
     )
-    settings = HostSettings(enabled=True, load_timeout=60, save_timeout=60)
+    settings = HostSettings(enabled=True, load_timeout=20, save_timeout=60)
     fake.extractions = extracting(FACTS[0])
     refusals = "almanac_unavailable_total"
     try:
@@ -202,7 +202,7 @@ async def test_a_save_that_cannot_land_within_save_timeout_is_counted_and_logged
     # The same refusal, but Retry-After: 30 is past the save's 20 s bound: no use waiting. (Each
     # refusal takes the gateway a few seconds: it starts an engine that finds the lock taken.)
     talk = Conversation(tmp_path, retry_after="30")
-    settings = HostSettings(enabled=True, load_timeout=60, save_timeout=20)
+    settings = HostSettings(enabled=True, load_timeout=20, save_timeout=20)
     fake.extractions = extracting(FACTS[0], FACTS[1])
     caplog.set_level(logging.INFO, "almanac.host")
     try:

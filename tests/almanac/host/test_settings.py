@@ -21,8 +21,8 @@ def test_defaults() -> None:
 
 
 def test_from_the_seeds_spelling_unknown_keys_ignored() -> None:
-    s = HostSettings.from_mapping({"enabled": True, "autoLoad": False, "autoSave": True, "topK": 5})
-    assert s.enabled and not s.loads and s.saves
+    s = HostSettings.from_mapping({"enabled": True, "autoLoad": False, "autoSave": True, "topK": 7, "x": 1})
+    assert s.enabled and not s.loads and s.saves and s.top_k == 7
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,10 @@ def test_from_the_seeds_spelling_unknown_keys_ignored() -> None:
         ({"max_block_chars": 100}, "max_block_chars"),
         ({"max_item_chars": 10.5}, "max_item_chars"),
         ({"load_timeout": "3"}, "load_timeout"),
+        ({"load_timeout": 21}, "load_timeout"),  # no single operation may take over 20 s
+        ({"topK": 0}, "top_k"),
+        ({"decayHalfLifeDays": 4_000}, "decay_half_life_days"),
+        ({"provider": "headroom"}, "provider"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_field(raw: dict[str, Any], field: str) -> None:
