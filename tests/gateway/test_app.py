@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -98,8 +99,9 @@ def test_a_fallback_socket_folder_is_removed_at_stop_and_data_dir_run_is_kept(tm
         run_dir = app.state.components.supervisor.config.run_dir
         assert run_dir.is_dir() and not run_dir.is_relative_to(long_dir)
     assert not run_dir.exists()
-    short_dir = tmp_path / "data"
-    app = create_app(make_settings(short_dir, allowed_hosts=("testserver",)))
-    with TestClient(app):
-        assert app.state.components.supervisor.config.run_dir == short_dir.resolve() / "run"
-    assert (short_dir / "run").is_dir()  # the operator's own folder stays
+    with tempfile.TemporaryDirectory(prefix="a-", dir="/tmp") as short:  # short enough, however run
+        short_dir = Path(short) / "data"
+        app = create_app(make_settings(short_dir, allowed_hosts=("testserver",)))
+        with TestClient(app):
+            assert app.state.components.supervisor.config.run_dir == short_dir.resolve() / "run"
+        assert (short_dir / "run").is_dir()  # the operator's own folder stays
