@@ -34,6 +34,7 @@ EMAIL = "ada@example.com"
 #: The arguments each command gets besides --data-dir: enough to get past its own checks.
 ARGS: dict[tuple[str, ...], list[str]] = {
     ("audit",): [],
+    ("control", "migrate-to-postgres"): ["--database-url", "postgresql://almanac@127.0.0.1:1/none"],
     ("engine", "doctor"): ["--owner", EMAIL],
     ("engine", "reindex"): ["--owner", EMAIL],
     ("export",): ["{scratch}/out.zip", "--owner", EMAIL],
