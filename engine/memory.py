@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from engine.errors import Forbidden, InvalidInput, NotFound, NotRetired, ReadOnly
+from engine.errors import Forbidden, InvalidInput, NotFound, NotRetired, ReadOnly, TooLong
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.scope import Caller, changeable, read_scope, visible, within, write_scope
 from engine.store import ids
@@ -68,10 +68,13 @@ class Memory:
 
     @staticmethod
     def _source(caller: Caller, source: str | None) -> Source:
+        """The connection's name; else the source given, which is checked even when unused (a bad
+        argument is refused, never silently dropped)."""
+        given = None if source is None else check_text("source", source, limit=MAX_SOURCE, single_line=True)
         if caller.connection:
             return Source(caller.connection, verified=True)
-        if source is not None:
-            return Source(check_text("source", source, limit=MAX_SOURCE, single_line=True).strip())
+        if given is not None:
+            return Source(given.strip())
         return Source(caller.client_name or UNKNOWN_SOURCE)
 
     # -- writes --------------------------------------------------------------------------------
@@ -340,6 +343,9 @@ class Memory:
     ) -> Retrieved:
         limit = read_scope(caller, scope)
         moment = None if as_of is None else parse_when(as_of)
+        for name, value in (("subject", subject), ("predicate", predicate)):
+            if value is not None and len(value) > MAX_KEY:
+                raise TooLong(f"{name} is {len(value):,} characters; no fact's {name} is over {MAX_KEY:,}")
         if memory_id is None and subject is None and predicate is None:
             raise InvalidInput("say what to retrieve: pass a subject, a predicate, or an id")
         with self.ws.lock:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from gateway.errors import DataDirError
+
 _MAX_SOCKET_PATH = 100
 _LONGEST_SOCKET_NAME = len("ws_0123456789abcdef.sock") + 1
 
@@ -31,12 +33,20 @@ def log_file(data_dir: Path, name: str) -> Path:
 
 
 def runtime_dir(data_dir: Path, configured: Path | None) -> Path:
-    """The socket directory (created, mode 0700)."""
+    """The socket directory (created, mode 0700), or :class:`DataDirError` when it cannot be used."""
     candidate = configured if configured is not None else data_dir.resolve() / "run"
     if configured is None and len(str(candidate)) + _LONGEST_SOCKET_NAME > _MAX_SOCKET_PATH:
         return Path(tempfile.mkdtemp(prefix="almanac-"))
-    candidate.mkdir(parents=True, exist_ok=True)
-    candidate.chmod(0o700)
+    try:
+        candidate.mkdir(parents=True, exist_ok=True)
+        candidate.chmod(0o700)
+        with tempfile.TemporaryFile(dir=candidate):  # the engines' sockets are made in it
+            pass
+    except OSError as exc:
+        raise DataDirError(
+            f"cannot use the socket folder {candidate} ({exc.strerror}); make it writable by the user "
+            "running almanac, or choose another with runtime_dir (ALMANAC_RUNTIME_DIR)"
+        ) from None
     return candidate
 
 

@@ -10,7 +10,7 @@ unscoped memories if the owner chose so for it). Add one with one entry in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
@@ -18,6 +18,8 @@ import httpx
 from gateway.control.store import Principal
 from gateway.engines import admin as engine_admin
 from gateway.engines.calls import ToolRefusal
+
+from .contract import unknown_query
 
 Call = Callable[
     [httpx.AsyncClient, Principal, Mapping[str, str], Mapping[str, str]],
@@ -93,6 +95,8 @@ class AdminOperation:
     response: Mapping[str, Any]  # the 200 reply's schema
     call: Call
     audit: str | None = None  # the audit event written after it succeeds
+    statuses: tuple[int, ...] = (410,)  # its error statuses besides contract.ALWAYS (410: node lost)
+    links: Mapping[str, Any] = field(default_factory=dict)  # OpenAPI links of its 200 reply
 
     @property
     def path_params(self) -> tuple[str, ...]:
@@ -145,6 +149,9 @@ ADMIN_OPERATIONS: tuple[AdminOperation, ...] = (
         LIST_QUERY,
         LISTING,
         _list,
+        links={
+            "first": {"operationId": "list_memory_by_id", "parameters": {"id": "$response.body#/items/0/id"}}
+        },
     ),
     AdminOperation(
         "GET",
@@ -156,6 +163,7 @@ ADMIN_OPERATIONS: tuple[AdminOperation, ...] = (
         {},
         {"type": "object", "required": ["item"], "properties": {"item": ROW}},
         _one,
+        statuses=(404, 410),
     ),
     AdminOperation(
         "DELETE",
@@ -175,12 +183,7 @@ ADMIN_OPERATIONS: tuple[AdminOperation, ...] = (
 
 def query_of(op: AdminOperation, pairs: list[tuple[str, str]]) -> dict[str, str]:
     """The operation's query parameters (raw text; the engine checks their values), or ValueError."""
-    found: dict[str, str] = {}
-    for name, raw in pairs:
-        if name not in op.query:
-            known = ", ".join(sorted(op.query)) or "none"
-            raise ValueError(f"unknown query parameter {name!r}; this operation takes: {known}")
-        if name in found:
-            raise ValueError(f"query parameter {name!r} is given twice")
-        found[name] = raw
-    return found
+    problem = unknown_query(pairs, op.query)
+    if problem is not None:
+        raise ValueError(problem)
+    return dict(pairs)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .admin import ADMIN_OPERATIONS, AdminOperation
+from .contract import error_responses
 from .owner import openapi_paths as owner_paths
 from .transfer import openapi_paths
 
@@ -45,10 +46,25 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/memories", "retrieve_memory", "Look up facts by subject and predicate", "query"),
     Operation("GET", "/memories/{id}", "retrieve_memory", "One memory by id", "query"),
     Operation("POST", "/memories/{id}/retire", "retire_memory", "Take a memory out of recall", "body"),
-    Operation("POST", "/memories/{id}/restore", "restore_memory", "Put a retired memory back", "none"),
+    Operation("POST", "/memories/{id}/restore", "restore_memory", "Put a retired memory back", "body"),
     Operation("POST", "/context", "get_context", "Current facts and closest notes for a task", "body"),
     Operation("GET", "/status", "memory_status", "Counts, storage, index and settings", "none"),
 )
+
+#: Tools that look a memory up by its id (404 when there is none), and those that change its state
+#: (409 when it is not in one that allows it).
+FINDS_BY_ID = frozenset({"retrieve_memory", "retire_memory", "restore_memory"})
+CHANGES_STATE = frozenset({"retire_memory", "restore_memory"})
+
+#: Where a memory's id leads after a write returned it (OpenAPI links: clients and the stateful
+#: contract test follow them).
+_BY_ID = {"id": "$response.body#/id"}
+WRITE_LINKS = {
+    "retrieve": {"operationId": "retrieve_memory_by_id", "parameters": _BY_ID},
+    "retire": {"operationId": "retire_memory", "parameters": _BY_ID},
+    "restore": {"operationId": "restore_memory", "parameters": _BY_ID},
+    "listing": {"operationId": "list_memory_by_id", "parameters": _BY_ID},
+}
 
 # The status a tool refusal is answered with, by the tool's code (anything else is 400: a tool
 # error is by definition something the caller can fix).
@@ -60,18 +76,6 @@ REFUSAL_STATUS = {
     "store_unavailable": 503,
     "not_retired": 409,
     "kept_as_is": 409,
-}
-
-ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-        }
-    },
 }
 
 
@@ -123,8 +127,16 @@ def _hoist(schema: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+def tool_statuses(op: Operation) -> tuple[int, ...]:
+    """The error statuses a tool's operation may answer with, besides :data:`.contract.ALWAYS`."""
+    found = [410]  # its workspace's node declared lost
+    if op.arguments == "body":
+        found.append(413)
+    if op.tool in FINDS_BY_ID:
+        found.append(404)
+    if op.tool in CHANGES_STATE:
+        found.append(409)
+    return tuple(found)
 
 
 def _admin_spec(op: AdminOperation) -> dict[str, Any]:
@@ -140,14 +152,12 @@ def _admin_spec(op: AdminOperation) -> dict[str, Any]:
         ]
         + [{"name": n, "in": "query", "required": False, "schema": dict(s)} for n, s in op.query.items()],
         "responses": {
-            "200": {"description": "Done", "content": {"application/json": {"schema": dict(op.response)}}},
-            "400": _error("Refused: the message says what to fix; nothing was changed"),
-            "401": _error("No usable bearer token"),
-            "403": _error("This connection may not do that (read-only)"),
-            "404": _error("No memory has that id (or this connection may not see it)"),
-            "409": _error("Not in a state that allows it (only a retired memory can be deleted)"),
-            "429": _error("Too many requests on this connection; see Retry-After"),
-            "503": _error("The workspace cannot be started right now; see Retry-After"),
+            "200": {
+                "description": "Done",
+                "content": {"application/json": {"schema": dict(op.response)}},
+                **({"links": dict(op.links)} if op.links else {}),
+            },
+            **error_responses(*op.statuses),
         },
     }
 
@@ -172,15 +182,13 @@ def document(server_url: str = "/") -> dict[str, Any]:
                     "description": "The tool's result",
                     "content": {"application/json": {"schema": _hoist(tool["outputSchema"] or {}, defs)}},
                 },
-                "400": _error("Refused: the message says what to fix; nothing was written"),
-                "401": _error("No usable bearer token"),
-                "403": _error("This connection may not do that (read-only, pinned scope)"),
-                "404": _error("No memory has that id"),
-                "413": _error("The request body is too large"),
-                "429": _error("Too many requests on this connection; see Retry-After"),
-                "503": _error("The workspace cannot be started right now; see Retry-After"),
+                **error_responses(*tool_statuses(op)),
             },
         }
+        if tool["outputSchema"] and "id" in tool["outputSchema"].get("properties", {}):
+            spec["responses"]["200"]["links"] = {
+                name: link for name, link in WRITE_LINKS.items() if link["operationId"] != op.operation_id
+            }
         arguments = argument_schemas(op)
         if op.arguments == "query":
             spec["parameters"] += [
@@ -194,7 +202,10 @@ def document(server_url: str = "/") -> dict[str, Any]:
                 "required": required_arguments(op),
                 "additionalProperties": False,
             }
-            spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+            spec["requestBody"] = {
+                "required": bool(body["required"]),  # no field required: the body may be left out
+                "content": {"application/json": {"schema": body}},
+            }
         paths.setdefault(PREFIX + op.path, {})[op.method.lower()] = spec
     for admin in ADMIN_OPERATIONS:
         paths.setdefault(PREFIX + admin.path, {})[admin.method.lower()] = _admin_spec(admin)

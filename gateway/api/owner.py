@@ -19,8 +19,8 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
+from gateway.api.contract import Endpoint, error_responses, unknown_fields
 from gateway.api.guard import guarded
 from gateway.control.store import Connection, ControlPlane, Principal
 from gateway.edge.proxy import Engines
@@ -29,7 +29,6 @@ from gateway.engines.calls import ToolRefusal
 from gateway.errors import Forbidden, PayloadTooLarge, TokenNotFound
 
 SETTINGS, ACTIVITY, CONNECTIONS = "/admin/settings", "/admin/activity", "/admin/connections"
-ACTIVITY_QUERY = ("limit", "offset", "connection", "source")
 MAX_BODY = 64 * 1024
 OPERATION_IDS = ("get_settings", "change_settings", "list_activity", "list_connections", "revoke_connection")
 
@@ -38,21 +37,6 @@ Restart = Callable[[str], Awaitable[None]]
 PrincipalOf = Callable[[Request], Awaitable[Principal]]
 
 _TEXT_OR_NULL = {"anyOf": [{"type": "string"}, {"type": "null"}]}
-ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "fields": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        }
-    },
-}
 SETTING = {
     "type": "object",
     "required": ["name", "group", "help", "kind", "value", "origin", "saved", "override", "inherited"],
@@ -190,29 +174,15 @@ class OwnerApi:
         self.audit = audit
         self.restart = restart
 
-    def routes(self, prefix: str) -> list[Route]:
+    def handlers(self, prefix: str) -> list[tuple[str, str, Endpoint]]:
+        """(method, path, endpoint) of each operation."""
         return [
-            Route(prefix + SETTINGS, guarded(self.settings), methods=["GET"], name="get_settings"),
-            Route(prefix + SETTINGS, guarded(self.change), methods=["PATCH"], name="change_settings"),
-            Route(prefix + ACTIVITY, guarded(self.activity), methods=["GET"], name="list_activity"),
-            Route(prefix + CONNECTIONS, guarded(self.connections), methods=["GET"], name="list_connections"),
-            Route(
-                prefix + CONNECTIONS + "/{id}",
-                guarded(self.revoke),
-                methods=["DELETE"],
-                name="revoke_connection",
-            ),
+            ("GET", prefix + SETTINGS, guarded(self.settings)),
+            ("PATCH", prefix + SETTINGS, guarded(self.change)),
+            ("GET", prefix + ACTIVITY, guarded(self.activity)),
+            ("GET", prefix + CONNECTIONS, guarded(self.connections)),
+            ("DELETE", prefix + CONNECTIONS + "/{id}", guarded(self.revoke)),
         ]
-
-    def _no_query(self, request: Request, allowed: tuple[str, ...] = ()) -> dict[str, str] | JSONResponse:
-        found: dict[str, str] = {}
-        for name, raw in request.query_params.multi_items():
-            if name not in allowed or name in found:
-                known = ", ".join(allowed) or "none"
-                why = "is given twice" if name in found else "is not known"
-                return refusal("invalid_input", f"query parameter {name!r} {why}; this takes: {known}", 400)
-            found[name] = raw
-        return found
 
     async def _read_settings(self, workspace_id: str) -> dict[str, Any] | ToolRefusal:
         async with self.engines.lease(workspace_id) as lease:
@@ -220,9 +190,6 @@ class OwnerApi:
 
     async def settings(self, request: Request) -> Response:
         who = await self.principal(request)
-        checked = self._no_query(request)
-        if isinstance(checked, JSONResponse):
-            return checked
         found = await self._read_settings(who.workspace_id)
         if isinstance(found, ToolRefusal):  # pragma: no cover - the engine refuses no read
             return refusal(found.code, found.message, 400)
@@ -230,9 +197,6 @@ class OwnerApi:
 
     async def change(self, request: Request) -> Response:
         who = await self.principal(request)
-        checked = self._no_query(request)
-        if isinstance(checked, JSONResponse):
-            return checked
         _changes_allowed(who, "settings")
         raw = await _body(request)
         try:
@@ -242,8 +206,11 @@ class OwnerApi:
         shape = 'the body must be a JSON object {"set": {name: value}, "clear": [name]}'
         if not isinstance(body, dict):
             return refusal("invalid_input", shape, 400)
+        unknown = unknown_fields(body, ("set", "clear"))
+        if unknown is not None:
+            return refusal("invalid_input", unknown, 400)
         changes, clear = body.get("set", {}), body.get("clear", [])
-        if set(body) - {"set", "clear"} or not isinstance(changes, dict) or not isinstance(clear, list):
+        if not isinstance(changes, dict) or not isinstance(clear, list):
             return refusal("invalid_input", shape, 400)
         async with self.engines.lease(who.workspace_id) as lease:
             result = await admin.save_settings(lease.client, changes, [str(c) for c in clear])
@@ -260,9 +227,7 @@ class OwnerApi:
 
     async def activity(self, request: Request) -> Response:
         who = await self.principal(request)
-        params = self._no_query(request, ACTIVITY_QUERY)
-        if isinstance(params, JSONResponse):
-            return params
+        params = dict(request.query_params)  # only those documented, each once (contract.path_route)
         if who.scope is not None:
             params["scope"] = who.scope
         async with self.engines.lease(who.workspace_id) as lease:
@@ -280,16 +245,10 @@ class OwnerApi:
 
     async def connections(self, request: Request) -> Response:
         who = await self.principal(request)
-        checked = self._no_query(request)
-        if isinstance(checked, JSONResponse):
-            return checked
         return JSONResponse({"connections": [connection_json(c) for c in self._mine(who)]})
 
     async def revoke(self, request: Request) -> Response:
         who = await self.principal(request)
-        checked = self._no_query(request)
-        if isinstance(checked, JSONResponse):
-            return checked
         _changes_allowed(who, "connections")
         wanted = str(request.path_params["id"])
         target = next((c for c in self._mine(who) if c.id == wanted), None)
@@ -316,12 +275,13 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
-
-
 def _op(
-    operation_id: str, summary: str, description: str, reply: dict[str, Any], **extra: Any
+    operation_id: str,
+    summary: str,
+    description: str,
+    reply: dict[str, Any],
+    statuses: tuple[int, ...],
+    **extra: Any,
 ) -> dict[str, Any]:
     return {
         "operationId": operation_id,
@@ -330,13 +290,7 @@ def _op(
         "security": [{"bearer": []}],
         "responses": {
             "200": {"description": "Done", "content": {"application/json": {"schema": reply}}},
-            "400": _error("Refused: the message (and fields) say what to fix; nothing was changed"),
-            "401": _error("No usable bearer token"),
-            "403": _error("This connection may not do that (read-only, pinned scope)"),
-            "404": _error("No such connection in this workspace"),
-            "413": _error("The request body is too large"),
-            "429": _error("Too many requests on this connection; see Retry-After"),
-            "503": _error("The workspace cannot be started right now; see Retry-After"),
+            **error_responses(*statuses),
         },
         **extra,
     }
@@ -364,6 +318,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                 "and where it came from, the instance default, whether the workspace overrides it; "
                 "and the embedding provider's state and notes.",
                 SETTINGS_REPLY,
+                (410,),
             ),
             "patch": _op(
                 "change_settings",
@@ -371,6 +326,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                 "Each value is checked on its own; any refusal names the fields and saves nothing. "
                 "After a change the workspace's engine restarts and the reply is what it runs with.",
                 SETTINGS_REPLY,
+                (410, 413),
                 requestBody={"required": True, "content": {"application/json": {"schema": SETTINGS_CHANGE}}},
             ),
         },
@@ -382,6 +338,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                 "SHA-256 (or the query where the workspace logs queries), the ids returned. Never a "
                 "memory's words. A scope-pinned connection sees its scope's entries only.",
                 ACTIVITY_REPLY,
+                (410,),
                 parameters=activity_query,
             ),
         },
@@ -395,6 +352,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                     "required": ["connections"],
                     "properties": {"connections": {"type": "array", "items": CONNECTION}},
                 },
+                (),
             ),
         },
         prefix + CONNECTIONS + "/{id}": {
@@ -403,6 +361,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                 "Revoke a connection",
                 "Every token of the connection stops working at once.",
                 {"type": "object", "required": ["connection"], "properties": {"connection": CONNECTION}},
+                (404,),
                 parameters=[
                     {
                         "name": "id",

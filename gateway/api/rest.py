@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.api.contract import Endpoint, path_route, query_parameters, unknown_fields, unknown_query
 from gateway.api.guard import guarded
 from gateway.cluster.forward import FORWARDED_PRINCIPAL
 from gateway.control.store import ControlPlane, Principal
@@ -58,15 +59,10 @@ def _query_value(name: str, raw: str, schema: dict[str, Any]) -> Any:
 
 def arguments_from_query(op: Operation, query: list[tuple[str, str]]) -> dict[str, Any]:
     allowed = argument_schemas(op)
-    found: dict[str, Any] = {}
-    for name, raw in query:
-        if name not in allowed:
-            known = ", ".join(sorted(allowed)) or "none"
-            raise ValueError(f"unknown query parameter {name!r}; this operation takes: {known}")
-        if name in found:
-            raise ValueError(f"query parameter {name!r} is given twice")
-        found[name] = _query_value(name, raw, allowed[name])
-    return found
+    problem = unknown_query(query, allowed)
+    if problem is not None:
+        raise ValueError(problem)
+    return {name: _query_value(name, raw, allowed[name]) for name, raw in query}
 
 
 def arguments_from_body(op: Operation, body: bytes) -> dict[str, Any]:
@@ -79,12 +75,40 @@ def arguments_from_body(op: Operation, body: bytes) -> dict[str, Any]:
             raise ValueError("the body must be a JSON object") from None
     if not isinstance(data, dict):
         raise ValueError("the body must be a JSON object")
-    allowed = argument_schemas(op)
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        known = ", ".join(sorted(allowed)) or "none"
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; this operation takes: {known}")
+    schemas = argument_schemas(op)
+    problem = unknown_fields(data, schemas)
+    if problem is not None:
+        raise ValueError(problem)
+    for name, value in data.items():
+        kinds = [s["type"] for s in schemas[name].get("anyOf", [schemas[name]]) if "type" in s]
+        if kinds and not any(_is_json(value, kind) for kind in kinds):
+            raise WrongType(f"{name} must be {' or '.join(kinds)}, not {_json_kind(value)}")
     return data
+
+
+class WrongType(ValueError):
+    """A body field whose JSON type is not its schema's (never coerced: ``0`` is no boolean)."""
+
+
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
+
+
+def _is_json(value: Any, kind: str) -> bool:
+    if isinstance(value, bool) and kind != "boolean":
+        return False
+    return isinstance(value, _PYTHON_TYPES.get(kind, object))
+
+
+def _json_kind(value: Any) -> str:
+    return next((kind for kind in _PYTHON_TYPES if _is_json(value, kind)), type(value).__name__)
 
 
 class RestApi:
@@ -118,16 +142,14 @@ class RestApi:
         self.clock = clock
 
     def routes(self) -> list[Route]:
-        found = [Route(PREFIX + "/openapi.json", self.openapi, methods=["GET"])]
-        for op in OPERATIONS:
-            found.append(
-                Route(PREFIX + op.path, self._endpoint(op), methods=[op.method], name=op.operation_id)
-            )
-        for admin in ADMIN_OPERATIONS:
-            endpoint = guarded(functools.partial(self._admin, admin))
-            found.append(
-                Route(PREFIX + admin.path, endpoint, methods=[admin.method], name=admin.operation_id)
-            )
+        """One route per path of the OpenAPI document (:func:`.contract.path_route`), each method
+        taking only the query parameters the document declares for it."""
+        handlers: list[tuple[str, str, Endpoint]] = [("GET", PREFIX + "/openapi.json", self.openapi)]
+        handlers += [(op.method, PREFIX + op.path, self._endpoint(op)) for op in OPERATIONS]
+        handlers += [
+            (admin.method, PREFIX + admin.path, guarded(functools.partial(self._admin, admin)))
+            for admin in ADMIN_OPERATIONS
+        ]
         if self.store is not None:
             owner = OwnerApi(
                 principal=self.principal_of,
@@ -136,7 +158,7 @@ class RestApi:
                 audit=self.audit,
                 restart=self.restart_engine,
             )
-            found += owner.routes(PREFIX)
+            handlers += owner.handlers(PREFIX)
         transfer = TransferApi(
             principal=self.principal_of,
             engines=self.engines,
@@ -144,7 +166,12 @@ class RestApi:
             audit=self.audit,
             restart=self.restart,
         )
-        return found + transfer.routes(PREFIX)
+        handlers += transfer.handlers(PREFIX)
+        query = query_parameters(document())
+        by_path: dict[str, dict[str, tuple[Endpoint, tuple[str, ...]]]] = {}
+        for method, path, endpoint in handlers:
+            by_path.setdefault(path, {})[method] = (endpoint, query.get((path, method), ()))
+        return [path_route(path, methods) for path, methods in by_path.items()]
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(document())
@@ -212,8 +239,8 @@ class RestApi:
                 arguments = arguments_from_query(op, list(request.query_params.multi_items()))
             else:
                 arguments = {}
-        except ValueError as exc:
-            return refusal("invalid_input", str(exc))
+        except ValueError as exc:  # a wrong type is what the tools call a bad argument
+            return refusal("invalid_argument" if isinstance(exc, WrongType) else "invalid_input", str(exc))
         arguments.update({p: request.path_params[p] for p in op.path_params})
         async with self.engines.lease(principal.workspace_id) as lease:
             result = await call_tool(lease.client, principal, op.tool, arguments)

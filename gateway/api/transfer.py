@@ -17,8 +17,8 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
+from gateway.api.contract import Endpoint, error_responses
 from gateway.api.guard import guarded
 from gateway.control.store import Principal
 from gateway.edge.proxy import Engines
@@ -33,17 +33,6 @@ MEDIA_TYPE = "application/zip"
 Audit = Callable[[str, Principal, "str | None", dict[str, object]], None]
 Restart = Callable[[str], Awaitable[None]]
 
-_ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-        }
-    },
-}
 OUTCOME = {
     "type": "object",
     "required": ["kind", "folder", "imported", "skipped", "counts", "progress"],
@@ -65,19 +54,6 @@ OUTCOME = {
 }
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ERROR}}}
-
-
-def _common_errors() -> dict[str, Any]:
-    return {
-        "401": _error("No usable bearer token"),
-        "403": _error("This connection may not do that (read-only, or pinned to a scope)"),
-        "429": _error("Too many requests on this connection; see Retry-After"),
-        "503": _error("The workspace cannot be started right now; see Retry-After"),
-    }
-
-
 def openapi_paths(prefix: str) -> dict[str, Any]:
     """The two operations' entries for the OpenAPI document."""
     return {
@@ -94,7 +70,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                         "description": "The export (streamed)",
                         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
                     },
-                    **_common_errors(),
+                    **error_responses(410),
                 },
             }
         },
@@ -126,9 +102,7 @@ def openapi_paths(prefix: str) -> dict[str, Any]:
                         "description": "What was imported and skipped",
                         "content": {"application/json": {"schema": OUTCOME}},
                     },
-                    "400": _error("Refused (bad label, not a zip, not empty for a restore); nothing written"),
-                    "413": _error("The upload is larger than import_max_bytes"),
-                    **_common_errors(),
+                    **error_responses(410, 413),
                 },
             }
         },
@@ -151,10 +125,11 @@ class TransferApi:
         self.audit = audit
         self.restart = restart  # after a restore: the engine reads everything afresh
 
-    def routes(self, prefix: str) -> list[Route]:
+    def handlers(self, prefix: str) -> list[tuple[str, str, Endpoint]]:
+        """(method, path, endpoint) of each operation."""
         return [
-            Route(prefix + EXPORT, guarded(self.export), methods=["GET"], name="export_workspace"),
-            Route(prefix + IMPORT, guarded(self.import_), methods=["POST"], name="import_workspace"),
+            ("GET", prefix + EXPORT, guarded(self.export)),
+            ("POST", prefix + IMPORT, guarded(self.import_)),
         ]
 
     def _record(self, kind: str, who: Principal, request: Request, detail: dict[str, object]) -> None:

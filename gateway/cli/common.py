@@ -22,7 +22,7 @@ import click
 
 from gateway import layout
 from gateway.control.store import DEFAULT_WORKSPACE, ControlPlane
-from gateway.errors import BadRequest, ConfigError, GatewayError
+from gateway.errors import BadRequest, ConfigError, DataDirError, GatewayError
 from gateway.settings import Settings, config_file_path, default_data_dir, load_settings, parse_toml
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,7 +39,8 @@ class UserPath(click.Path):
 
 data_dir_option = click.option(
     "--data-dir",
-    type=UserPath(file_okay=False, path_type=Path),
+    # readable=False: an unreadable folder is reported by make_settings, in one line with the fix
+    type=UserPath(file_okay=False, readable=False, path_type=Path),
     default=None,
     help="Where Almanac keeps its data. Default: $ALMANAC_DATA_DIR, else data_dir in the config file, "
     "else $XDG_DATA_HOME/almanac (~/.local/share/almanac).",
@@ -47,7 +48,7 @@ data_dir_option = click.option(
 config_option = click.option(
     "--config",
     "config_file",
-    type=UserPath(dir_okay=False, exists=True, path_type=Path),
+    type=UserPath(dir_okay=False, exists=True, readable=False, path_type=Path),
     default=None,
     help="A TOML config file (default $ALMANAC_CONFIG, else <data-dir>/almanac.toml if present).",
 )
@@ -61,16 +62,35 @@ def make_settings(config_file: Path | None, **overrides: object) -> Settings:
     env = dict(os.environ)
     early = overrides.get("data_dir") or env.get("ALMANAC_DATA_DIR")
     guess = Path(str(early)).expanduser() if early else default_data_dir(env)
+    readable_dir(guess)
     path = config_file_path(config_file, env, guess)
     file_values: dict[str, object] = {}
     if path is not None:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+            raise ConfigError(
+                f"cannot read the config file {path} ({exc.strerror}); make it readable by the user "
+                "running almanac, or name another with --config (ALMANAC_CONFIG)"
+            ) from None
         file_values = parse_toml(text, source=str(path))
     settings = load_settings(file_values=file_values, env=env, overrides=overrides)
+    readable_dir(settings.data_dir)
     return replace(settings, data_dir=settings.data_dir.absolute())
+
+
+def readable_dir(data_dir: Path) -> None:
+    """Refuse, in one line with the fix, a data directory this user cannot open (one that does not
+    exist yet is for each command to create or refuse)."""
+    try:
+        if data_dir.exists():
+            with os.scandir(data_dir):
+                pass
+    except OSError as exc:
+        raise DataDirError(
+            f"cannot read the data directory {data_dir} ({exc.strerror}); give the user running almanac "
+            "read and write access to it (chown/chmod), or choose another with --data-dir"
+        ) from None
 
 
 def reports_errors(fn: F) -> F:

@@ -140,16 +140,16 @@ def owner_set_password(
 ) -> None:
     """Set an owner's password: asked twice on the terminal, hidden, or read from stdin with
     --password-stdin. The owner's browsers stay signed in; the next sign-in needs the new one."""
-    if password_stdin:
-        password = _from_stdin()
-    elif sys.stdin.isatty():
-        chosen = _from_terminal(email, optional=False)
-        assert chosen is not None
-        password = chosen
-    else:
+    if not password_stdin and not sys.stdin.isatty():
         raise BadRequest("stdin is not a terminal: pass --password-stdin to read the password from it")
-    with control_plane(config_file, data_dir) as store:
+    with control_plane(config_file, data_dir) as store:  # an unusable data dir or owner: before asking
         found = store.owner_by_email(email)
+        if password_stdin:
+            password = _from_stdin()
+        else:
+            chosen = _from_terminal(email, optional=False)
+            assert chosen is not None
+            password = chosen
         store.set_password(found.id, passwords.hash_password(password), via="cli")
     click.echo(f"set the password of {found.email}", err=True)
 

@@ -204,9 +204,16 @@ class ControlPlane(
             conn = apsw.Connection(str(path))
         except apsw.CantOpenError:
             raise DataDirError(
-                f"cannot open {path}: the data directory {path.parent} is not writable by this user; "
-                "fix its permissions or choose another with --data-dir"
+                f"cannot open {path}: this user cannot read and write it and its folder {path.parent}; "
+                "fix their permissions or choose another data directory with --data-dir"
             ) from None
+        if conn.readonly("main"):  # SQLite opens a file it may not write read-only, and says so late
+            conn.close()
+            raise DataDirError(
+                f"cannot write {path}: this user may only read it; fix its permissions (the user running "
+                "almanac must own it or be allowed to write it) or choose another data directory with "
+                "--data-dir"
+            )
         try:
             conn.set_busy_timeout(5000)
             conn.execute("PRAGMA journal_mode = WAL")

@@ -165,6 +165,19 @@ def test_source_is_the_connection_name_or_a_self_reported_label(memory: Memory) 
     assert (r4.source, r4.source_verified) == ("unknown client", False)
     stored = memory.retrieve(vouched, memory_id=r1.id).notes[0]
     assert (stored.source, stored.source_verified) == ("Claude Code on laptop", True)
+    with pytest.raises(TooLong):  # unused behind a named connection, yet a bad argument is refused
+        memory.remember(vouched, "e", source="x" * 201)
+    with pytest.raises(InvalidInput, match="single line"):
+        memory.remember_note(vouched, "f", source="two\nlines")
+
+
+@pytest.mark.req("recall:retrieve-memory")
+def test_retrieve_refuses_a_subject_or_predicate_no_fact_can_have(memory: Memory) -> None:
+    with pytest.raises(TooLong, match="subject is 201 characters"):
+        memory.retrieve(ME, subject="s" * 201)
+    with pytest.raises(TooLong, match="predicate is 201 characters"):
+        memory.retrieve(ME, predicate="p" * 201)
+    assert memory.retrieve(ME, subject="s" * 200).facts == []
 
 
 @pytest.mark.req("write:scope")

@@ -67,3 +67,32 @@ def test_bodies_must_be_objects_of_the_tools_fields(body: bytes, why: str) -> No
     remember = next(op for op in OPERATIONS if op.tool == "remember")
     with pytest.raises(ValueError, match=why):
         arguments_from_body(remember, body)
+
+
+def test_a_writes_reply_links_its_id_to_the_memorys_other_operations() -> None:
+    paths = document()["paths"]
+    links = paths[PREFIX + "/memories"]["post"]["responses"]["200"]["links"]
+    assert {link["operationId"] for link in links.values()} == {
+        "retrieve_memory_by_id",
+        "retire_memory",
+        "restore_memory",
+        "list_memory_by_id",
+    }
+    assert {link["parameters"]["id"] for link in links.values()} == {"$response.body#/id"}
+    ids = {spec["operationId"] for methods in paths.values() for spec in methods.values()}
+    every = [
+        link["operationId"]
+        for methods in paths.values()
+        for spec in methods.values()
+        for link in spec["responses"]["200"].get("links", {}).values()
+    ]
+    assert set(every) <= ids  # every link leads to an operation of the document
+
+
+def test_every_operation_declares_its_errors_in_the_one_envelope() -> None:
+    for methods in document()["paths"].values():
+        for spec in methods.values():
+            errors = {code: r for code, r in spec["responses"].items() if code != "200"}
+            assert {"400", "401", "403", "429", "503"} <= set(errors), spec["operationId"]
+            for reply in errors.values():
+                assert reply["content"]["application/json"]["schema"]["required"] == ["error"]
