@@ -54,7 +54,13 @@ def run_unprivileged(jobs: list[tuple[list[str], dict[str, str]]], cwd: Path) ->
     prefix = unprivileged_prefix()
     assert prefix is not None, "needs setpriv (util-linux) to drop root's capabilities"
     payload = json.dumps([{"argv": argv, "env": env} for argv, env in jobs])
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    # the driver is this checkout's ``tests.gateway.cli.unprivileged``, run from a scratch folder
+    checkout = str(Path(__file__).resolve().parents[3])
+    inherited = os.environ.get("PYTHONPATH", "")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join(p for p in (checkout, inherited) if p),
+    }
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "tests.gateway.cli.unprivileged"],
         input=payload,
