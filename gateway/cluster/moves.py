@@ -47,7 +47,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway import logs
 from gateway.cluster import manifest, signing
-from gateway.cluster.forward import ClusterLink
+from gateway.cluster.forward import ClusterLink, refusal
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Node, Placement
 from gateway.edge.principals import off_loop
@@ -130,11 +130,12 @@ class MoveEndpoints:
                 here=self.link.here,
                 body=body,
                 now=self.clock(),
+                replay=self.link.replay,
                 digest=digest,
             )
         except signing.SignatureInvalid as exc:
             logs.event(self._log, logging.WARNING, "cluster.signature_refused", reason=str(exc))
-            raise ClusterSignatureInvalid(str(exc)) from None
+            raise refusal(exc) from None
         if not manifest.safe_relative(workspace_id) or "/" in workspace_id:
             raise BadRequest(f"{workspace_id!r} is not a workspace id")
         return workspace_id, body
