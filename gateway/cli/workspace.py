@@ -12,6 +12,7 @@ import click
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
 from gateway.cluster import mover, restorer
+from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
 from gateway.cluster.mover import MoveConfig
 from gateway.control.oauth import iso
@@ -104,18 +105,19 @@ def workspace_move(
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        clock = database_clock(store.database_time).now  # deadlines and signatures: the database's
         if status:
             placement = store.placement(ws.id)
             where = "nowhere yet" if placement is None else placement.node
             if placement is not None and placement.moving_to is not None:
-                left = max(0.0, (placement.move_deadline or 0.0) - time.time())
+                left = max(0.0, (placement.move_deadline or 0.0) - clock())
                 where += f" (moving to {placement.moving_to}; called off unless advanced within {left:.0f} s)"
             click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
             for record in store.moves_of(ws.id):
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
-            for done in mover.finish(store, ws.id, config, say=say):
+            for done in mover.finish(store, ws.id, config, clock=clock, say=say):
                 click.echo(
                     f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
                     f"the old copy on {done.source} is deleted",
@@ -123,7 +125,7 @@ def workspace_move(
                 )
             return
         assert target is not None
-        report = mover.move(store, ws.id, target, config, say=say, pause=_test_pause())
+        report = mover.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
     click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)
 
 
@@ -178,13 +180,14 @@ def workspace_restore(
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        clock = database_clock(store.database_time).now
         if abandon:
-            restorer.abandon(store, ws.owner_id, ws.id, config, say=say)
+            restorer.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
             click.echo(f"abandoned the restore of workspace {ws.name!r} ({ws.id}): it is lost", err=True)
             return
         assert backup is not None and target is not None
         report = restorer.restore(
-            store, ws.owner_id, ws.id, backup, target, config, say=say, pause=_test_pause()
+            store, ws.owner_id, ws.id, backup, target, config, clock=clock, say=say, pause=_test_pause()
         )
     if report.files == 0:  # the same restore, run again after it switched the workspace
         click.echo(f"workspace {ws.name!r} ({ws.id}) is restored on {report.target}", err=True)
