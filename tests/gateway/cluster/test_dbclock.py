@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.anyio]
 #: node name → how far its wall clock is off (seconds)
 SKEW = {"node-a": 3600.0, "node-b": 0.0, "node-c": -3600.0}
 NAMES = tuple(SKEW)
+LEASE = Cluster("", Path(), {}).settings("node-b")["placement_lease"]
 
 
 class SkewedCluster(Cluster):
@@ -61,9 +62,7 @@ def test_the_clock_counts_on_from_the_database_s_reading() -> None:
 def _node_list(node: Gateway) -> dict[str, str]:
     """``almanac node list`` run on this host (its clock right), with the nodes' placement_lease:
     each node's state."""
-    node.cli_env["ALMANAC_PLACEMENT_LEASE"] = Cluster.settings(Cluster("", Path(), {}), "x")[
-        "placement_lease"
-    ]
+    node.cli_env["ALMANAC_PLACEMENT_LEASE"] = LEASE
     return {line.split("\t")[0]: line.split("\t")[3] for line in node.cli("node", "list").splitlines()}
 
 
@@ -92,8 +91,8 @@ async def test_skewed_clocks_make_no_live_node_look_dead_nor_a_dead_one_alive(cl
         assert cluster.node_of(cluster.workspace_id(email)) == name
     # every node's beats are stamped with the database's clock: none in its future, none stale
     (db_now,) = cluster.rows("SELECT extract(epoch FROM clock_timestamp())::float8")[0]
-    for name, beat in cluster.rows("SELECT name, heartbeat_at FROM nodes"):
-        assert -1.0 < float(str(db_now)) - epoch(str(beat)) < 5.0, (name, beat)
+    for node, beat in cluster.rows("SELECT name, heartbeat_at FROM nodes"):
+        assert -1.0 < float(str(db_now)) - epoch(str(beat)) < 5.0, (node, beat)
     assert _node_list(cluster.nodes["node-b"]) == dict.fromkeys(NAMES, "live")
     # a live node never looks dead: each node serves every workspace (its own, and the others'
     # forwarded to their nodes, signed with the database's clock), whatever the two clocks say
@@ -110,8 +109,8 @@ async def test_skewed_clocks_make_no_live_node_look_dead_nor_a_dead_one_alive(cl
     wait_for(lambda: _node_list(cluster.nodes["node-b"])["node-a"] == "down", timeout=20, what="node-a down")
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner("dee@example.com", None)
-        token = store.create_pat(owner.id, workspace.id, "dee's agent")[1]
+        dee, workspace = store.create_owner("dee@example.com", None)
+        token = store.create_pat(dee.id, workspace.id, "dee's agent")[1]
     finally:
         store.close()
     async with connect(cluster.nodes["node-c"], token) as client:
