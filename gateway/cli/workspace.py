@@ -15,6 +15,7 @@ from gateway.cluster import mover, restorer
 from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
 from gateway.cluster.mover import MoveConfig
+from gateway.cluster.usage import node_state, usage_on
 from gateway.control.oauth import iso
 from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
@@ -45,11 +46,29 @@ def workspace_create(name: str, email: str, data_dir: Path | None, config_file: 
 @config_option
 @reports_errors
 def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) -> None:
-    """List an owner's workspaces (id, name, created, folder)."""
-    root = make_settings(config_file, data_dir=data_dir).data_dir
+    """List an owner's workspaces (id, name, created, folder). With several nodes (database_url),
+    also the node each is placed on and that node's state (live, down, lost, volume-mismatch;
+    "-" for one not placed yet); the folder is then "-" for a workspace placed on another node
+    than this one (ALMANAC_NODE): its files are on that node's disk."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
-        for ws in store.workspaces(store.owner_by_email(email).id):
-            click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
+        found = store.workspaces(store.owner_by_email(email).id)
+        if settings.database_url is None:
+            for ws in found:
+                click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
+            return
+        nodes = {n.name: n for n in store.nodes()}
+        now = store.database_time()
+        placements = {ws.id: store.placement(ws.id) for ws in found}
+    for ws in found:
+        placement = placements[ws.id]
+        node = None if placement is None else nodes.get(placement.node)
+        here = placement is None or placement.node == settings.node
+        folder = layout.workspace_dir(root, ws.id) if here else "-"
+        name = "-" if placement is None else placement.node
+        state = "-" if node is None else node_state(node, now=now, heartbeat_timeout=settings.placement_lease)
+        click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{folder}\t{name}\t{state}")
 
 
 @workspace.command("usage")
@@ -59,11 +78,35 @@ def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) 
 @config_option
 @reports_errors
 def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
-    """Show what a workspace holds: Markdown files by kind, bytes of store and of index."""
-    root = make_settings(config_file, data_dir=data_dir).data_dir
+    """Show what a workspace holds: Markdown files by kind, bytes of store and of index.
+
+    With several nodes (database_url), a workspace placed on another node than this one
+    (ALMANAC_NODE) is measured by that node, asked over the signed internal API (needs
+    cluster_secret); if that node is down, lost or unreachable, this says so and exits 1."""
+    settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
-    folder = layout.workspace_dir(root, ws.id)
+        placement = None if settings.database_url is None else store.placement(ws.id)
+        if placement is not None and placement.node != settings.node:
+            click.echo(f"workspace\t{ws.name}\nnode\t{placement.node}")
+            if settings.cluster_secret is None:
+                raise ConfigError(
+                    f"workspace {ws.name!r} is on node {placement.node!r}; set ALMANAC_CLUSTER_SECRET as on "
+                    "the nodes to ask it"
+                )
+            found = usage_on(
+                store,
+                ws.id,
+                placement.node,
+                secret=settings.cluster_secret,
+                heartbeat_timeout=settings.placement_lease,
+                clock=database_clock(store.database_time).now,
+            )
+            click.echo(f"folder\t{found.folder}")
+            for label, value in found.rows:
+                click.echo(f"{label}\t{value}")
+            return
+    folder = layout.workspace_dir(settings.data_dir, ws.id)
     click.echo(f"workspace\t{ws.name}\nfolder\t{folder}")
     for label, value in measure(folder).rows():
         click.echo(f"{label}\t{value}")

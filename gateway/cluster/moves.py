@@ -50,6 +50,7 @@ from gateway.cluster import manifest, signing
 from gateway.cluster.forward import ClusterLink, refusal
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Node, Placement
+from gateway.control.usage import measure
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
@@ -103,6 +104,7 @@ class MoveEndpoints:
             Route(PREFIX + "/open", self.open, methods=["POST"]),
             Route(PREFIX + "/resume", self.resume, methods=["POST"]),
             Route(PREFIX + "/erase", self.erase, methods=["POST"]),
+            Route(PREFIX + "/usage", self.usage, methods=["GET"]),
             Route(PREFIX, self.delete, methods=["DELETE"]),
         ]
 
@@ -279,6 +281,13 @@ class MoveEndpoints:
             await self._drop(workspace_id)
         logs.event(self._log, logging.INFO, "move.deleted_old_copy", workspace=workspace_id)
         return JSONResponse({"deleted": workspace_id, "node": self.link.here})
+
+    async def usage(self, request: Request) -> Response:
+        """What this node's folder of a workspace holds (``almanac workspace usage`` run elsewhere)."""
+        workspace_id, _ = await self.verified(request)
+        folder = self.folder(workspace_id)
+        found = await anyio.to_thread.run_sync(measure, folder)
+        return JSONResponse({"folder": str(folder), "held": folder.is_dir(), "rows": found.rows()})
 
     async def erase(self, request: Request) -> Response:
         """An account erase: delete every copy this node keeps of a workspace placed elsewhere."""
