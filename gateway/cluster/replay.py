@@ -20,9 +20,9 @@ import heapq
 import math
 import threading
 
-#: How many nonces a node remembers at most (each about 200 bytes: about 13 MB when full). At the
-#: signature's window of 30 s either side, that is 1,000 signed calls a second, sustained, before a
-#: call is refused for being as old as one forgotten.
+#: How many nonces a node remembers at most (about 190 bytes each, its nonce included: about 11.5 MB
+#: when full). A nonce is kept until its call's timestamp is ``window`` (30 s) old: that is 2,000
+#: signed calls a second, sustained, before a call is refused for being as old as one forgotten.
 MAX_ENTRIES = 60_000
 
 
