@@ -32,8 +32,10 @@ def _almanac_on_b(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[s
     )
 
 
-@pytest.mark.req("run:scale-out")
-async def test_list_and_usage_on_a_node_that_does_not_hold_the_workspace(cluster: Cluster) -> None:
+@pytest.fixture(scope="module")
+async def placed(cluster: Cluster) -> str:
+    """Ada's workspace, placed on node-a by its first calls through node-b (ties by name), and a
+    second workspace of hers never used; returns the first's id."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
         owner, workspace = store.create_owner("ada@example.com", None)
@@ -41,12 +43,18 @@ async def test_list_and_usage_on_a_node_that_does_not_hold_the_workspace(cluster
         store.create_workspace(owner.id, "later")  # never called: placed nowhere yet
     finally:
         store.close()
-    async with connect(cluster.nodes["node-b"], token) as client:  # placed on node-a (ties by name)
+    async with connect(cluster.nodes["node-b"], token) as client:
         for i in range(3):
             data(await client.call_tool("remember", {"statement": f"the kiln holds {i} shelves"}))
     assert cluster.node_of(workspace.id) == "node-a"
-    a_folder = cluster.nodes["node-a"].data_dir / "workspaces" / workspace.id
+    return workspace.id
 
+
+@pytest.mark.req("run:scale-out")
+async def test_list_and_usage_on_a_node_that_does_not_hold_the_workspace(
+    cluster: Cluster, placed: str
+) -> None:
+    a_folder = cluster.nodes["node-a"].data_dir / "workspaces" / placed
     listed = _almanac_on_b(cluster, "workspace", "list", "--owner", "ada@example.com")
     assert listed.returncode == 0, listed.stderr
     rows = {line.split("\t")[1]: line.split("\t") for line in listed.stdout.splitlines()}
@@ -62,7 +70,7 @@ async def test_list_and_usage_on_a_node_that_does_not_hold_the_workspace(cluster
     del on_a["index bytes"]  # the index may still be settling
     assert {k: figures[k] for k in on_a} == on_a
     assert int(on_a["store bytes"]) > 0
-    assert not (cluster.root / "node-b" / "workspaces" / workspace.id).exists()
+    assert not (cluster.root / "node-b" / "workspaces" / placed).exists()
 
     cluster.kill("node-a")
     down = _almanac_on_b(cluster, "workspace", "usage", "--owner", "ada@example.com")
@@ -81,7 +89,8 @@ async def test_list_and_usage_on_a_node_that_does_not_hold_the_workspace(cluster
     assert "node 'node-a' unavailable: not heard from within 2 s" in down.stderr
 
 
-def test_usage_needs_the_secret_to_ask_another_node(cluster: Cluster) -> None:
+@pytest.mark.req("run:scale-out")
+async def test_usage_needs_the_secret_to_ask_another_node(cluster: Cluster, placed: str) -> None:
     """Run on an admin host (database_url only, no node, no cluster_secret) it says which node holds
     the workspace and what to set (exit 2)."""
     settings = {"database_url": cluster.url}
