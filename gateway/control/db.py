@@ -93,10 +93,16 @@ class Database(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """All-or-nothing: committed at the end of the block, rolled back if it raises."""
 
-    @abstractmethod
     def clock(self) -> float:
         """The database's clock now (epoch seconds): the one clock every node of a cluster judges
-        heartbeats, leases and signatures by (:mod:`gateway.cluster.dbclock`)."""
+        heartbeats, leases and signatures by (:mod:`gateway.cluster.dbclock`). PostgreSQL's
+        ``clock_timestamp()`` (the time of the call, not of its transaction); an embedded SQLite
+        file has no clock of its own: its one host's clock is the database's."""
+        if self.dialect == "sqlite":
+            return time.time()
+        row = self.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None
+        return float(row[0])
 
     @abstractmethod
     def close(self) -> None: ...
@@ -150,10 +156,6 @@ class SqliteDatabase(Database):
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
-
-    def clock(self) -> float:
-        """An embedded file has no clock of its own: its one host's clock is the database's."""
-        return time.time()
 
     def close(self) -> None:
         self.conn.close()
@@ -242,12 +244,6 @@ class PostgresDatabase(Database):
                 return Rows(rows, cur.rowcount)
         except psycopg.IntegrityError as exc:
             raise ConstraintViolation(str(exc).strip()) from exc
-
-    def clock(self) -> float:
-        """The server's ``clock_timestamp()`` (the time of the call, not of its transaction)."""
-        row = self.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
-        assert row is not None
-        return float(row[0])
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> Rows:
         conn = self._current()
