@@ -33,6 +33,7 @@ from gateway.auth.oauth import routes as oauth_routes
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.sessions import AccountContext
 from gateway.cluster import volume
+from gateway.cluster.dbclock import DatabaseClock
 from gateway.cluster.fencing import Fence, NameLock
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
 from gateway.cluster.internal import AdvertisedOnly, InternalMcp
@@ -292,11 +293,16 @@ class Gateway(Starlette):
 
 
 def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Starlette:
-    """The gateway. ``clock`` (wall time, epoch seconds) decides token and code expiry."""
+    """The gateway. ``clock`` (this host's wall time, epoch seconds) decides token and code expiry;
+    what nodes judge of each other goes by the database's clock (:mod:`gateway.cluster.dbclock`)."""
     parts = build(settings)
     node: NodeConfig | None = None
     fence: Fence | None = None
     lock: NameLock | None = None
+    # between nodes, every time is the database's (heartbeats, leases, deadlines, signatures), never
+    # this host's wall clock: ``clock`` then only decides what this node alone judges (tokens, codes)
+    database = DatabaseClock(parts.store.database_time)
+    cluster_clock = database.now
     if settings.node is not None and settings.advertise_url is not None:
         node = NodeConfig(
             settings.node, settings.advertise_url, settings.node_heartbeat_interval, settings.placement_lease
@@ -304,12 +310,13 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
         assert settings.database_url is not None  # settings refuse a node without it
         lock = NameLock.take(settings.database_url, node.name)  # a second process under the name: refused
         try:
-            fence = join(settings, parts.store, node, clock)
+            database.sync()
+            fence = join(settings, parts.store, node, cluster_clock)
         except BaseException:
             lock.close()
             raise
-    link = cluster_link(settings, parts, node, clock, fence)
-    moves = None if link is None else MoveEndpoints(link, parts.supervisor, parts.store, clock=clock)
+    link = cluster_link(settings, parts, node, cluster_clock, fence)
+    moves = None if link is None else MoveEndpoints(link, parts.supervisor, parts.store, clock=cluster_clock)
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)  # /mcp and REST share it
     public_limits = AddressLimits(
         {
@@ -397,7 +404,14 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                 tg.start_soon(parts.embedder.run)
             if node is not None:
                 tg.start_soon(
-                    keep_alive, parts.store, node, clock, None if moves is None else moves.tend, fence, lock
+                    keep_alive,
+                    parts.store,
+                    node,
+                    cluster_clock,
+                    None if moves is None else moves.tend,
+                    fence,
+                    lock,
+                    database.sync,
                 )
             async with parts.supervisor:
                 yield
@@ -405,7 +419,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
                     fence.stopped = True  # from here on nothing of this node's is served
             tg.cancel_scope.cancel()
         if node is not None and fence is not None:
-            release(parts.store, node, fence, clock)
+            release(parts.store, node, fence, cluster_clock)
         if lock is not None:
             lock.close()
         await parts.engines.aclose()
@@ -426,23 +440,26 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     rest_body_limit = max(settings.max_body_bytes, settings.import_max_bytes)
     if link is not None and moves is not None:
         internal = [
-            Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=clock), methods=None),
+            Route(INTERNAL_MCP_PATH, InternalMcp(proxy, link, clock=cluster_clock), methods=None),
             *moves.routes(),
             *RestoreEndpoints(moves).routes(),
             Route(
                 INTERNAL_ENGINE_PREFIX + "/{rest:path}",
-                InternalEngine(link, parts.supervisor, max_body_bytes=rest_body_limit, clock=clock),
+                InternalEngine(link, parts.supervisor, max_body_bytes=rest_body_limit, clock=cluster_clock),
                 methods=None,
             ),
             Route(
                 INTERNAL_ENGINE_CONTROL,
-                InternalEngineControl(link, parts.supervisor, max_body_bytes=4096, clock=clock),
+                InternalEngineControl(link, parts.supervisor, max_body_bytes=4096, clock=cluster_clock),
                 methods=["POST"],
             ),
             Route(
                 INTERNAL_REST_PREFIX + "/{rest:path}",
                 InternalRest(
-                    link, max_body_bytes=rest_body_limit, retry_after=settings.retry_after, clock=clock
+                    link,
+                    max_body_bytes=rest_body_limit,
+                    retry_after=settings.retry_after,
+                    clock=cluster_clock,
                 ),
                 methods=None,
             ),

@@ -20,6 +20,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   └── InvalidGrant              400 invalid_grant        (OAuth: bad, spent or reused code/token)
     ├── Unauthorized                  401 invalid_token        (+ WWW-Authenticate)
     │   └── ClusterSignatureInvalid   401 cluster_signature_invalid (a call between nodes not signed right)
+    │       └── ClusterSignatureReplayed 401 cluster_signature_replayed (a signed call received before)
     ├── Forbidden                     403 forbidden
     │   ├── OriginNotAllowed          403 origin_not_allowed
     │   ├── HostNotAllowed            403 host_not_allowed
@@ -157,6 +158,10 @@ class ClusterSignatureInvalid(Unauthorized):
 
     def headers(self) -> dict[str, str]:
         return {}
+
+
+class ClusterSignatureReplayed(ClusterSignatureInvalid):
+    code = "cluster_signature_replayed"
 
 
 class Forbidden(GatewayError):

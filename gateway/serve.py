@@ -17,7 +17,8 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -155,7 +156,9 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    """Serve until stopped. ``clock``: the wall clock the composition root is given
+    (:func:`~gateway.app.create_app`)."""
     logs.configure(settings.log_level, settings.log_format)
     check_data_dir(settings.data_dir, control_db=settings.database_url is None)
     held = hold_data_dir(settings.data_dir)  # one `almanac serve` per data directory, for our life
@@ -164,7 +167,7 @@ def run(settings: Settings) -> None:
         if settings.advertise_url is not None:
             advertised = advertise_with_port(settings.advertise_url, sock.getsockname()[1])
             settings = dataclasses.replace(settings, advertise_url=advertised)
-        app = create_app(settings)
+        app = create_app(settings, clock=clock)
     except BaseException:
         sock.close()
         os.close(held)

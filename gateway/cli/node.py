@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -30,7 +29,7 @@ def node_list(data_dir: Path | None, config_file: Path | None) -> None:
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         nodes = store.nodes()
-    now = time.time()
+        now = store.database_time()  # heartbeats are judged by the database's clock, not this host's
     for n in nodes:
         live = is_live(n, now=now, heartbeat_timeout=settings.placement_lease)
         state = "lost" if n.lost else "volume-mismatch" if n.misplaced else "live" if live else "down"
@@ -129,7 +128,7 @@ def node_lost(
             )
             return
         lost = store.mark_node_lost(
-            name, now=time.time(), heartbeat_timeout=settings.placement_lease, force=force
+            name, now=store.database_time(), heartbeat_timeout=settings.placement_lease, force=force
         )
     if lost.already:
         click.echo(f"node {name!r} was already declared lost; nothing changed", err=True)

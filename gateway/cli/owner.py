@@ -17,6 +17,7 @@ from gateway import erasure, layout
 from gateway.auth import passwords
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
 from gateway.cluster.copies import erase_copies, placed_on_lost_nodes
+from gateway.cluster.dbclock import database_clock
 from gateway.cluster.remote import erase_on_their_nodes
 from gateway.errors import BadRequest, InvalidPassword
 from gateway.serve import url_of
@@ -213,14 +214,17 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
             # several nodes: each placed workspace is erased by its own node, on its own disk (one
             # placed on a node declared lost has nothing left to erase: audited, not waited for)
             lost = placed_on_lost_nodes(store, owner_id, [w.id for w in workspaces])
+            clock = database_clock(store.database_time).now
             unplaced, elsewhere = erase_on_their_nodes(
-                store, settings.cluster_secret, [w.id for w in workspaces if w.id not in lost]
+                store, settings.cluster_secret, [w.id for w in workspaces if w.id not in lost], clock=clock
             )
             for _ in elsewhere:
                 store.audit(
                     "account.erase.failed", owner_id=owner_id, detail={"error": "not deleted on its node"}
                 )
-            elsewhere += erase_copies(store, settings.cluster_secret, owner_id, [w.id for w in workspaces])
+            elsewhere += erase_copies(
+                store, settings.cluster_secret, owner_id, [w.id for w in workspaces], clock=clock
+            )
             workspaces = [w for w in workspaces if w.id in unplaced]
         if elsewhere:  # the rows stay, so this can be run again
             done = erasure.Erased(count, tuple(elsewhere))

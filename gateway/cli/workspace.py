@@ -12,8 +12,10 @@ import click
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
 from gateway.cluster import mover, restorer
+from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
 from gateway.cluster.mover import MoveConfig
+from gateway.cluster.usage import node_state, usage_on
 from gateway.control.oauth import iso
 from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
@@ -44,11 +46,29 @@ def workspace_create(name: str, email: str, data_dir: Path | None, config_file: 
 @config_option
 @reports_errors
 def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) -> None:
-    """List an owner's workspaces (id, name, created, folder)."""
-    root = make_settings(config_file, data_dir=data_dir).data_dir
+    """List an owner's workspaces (id, name, created, folder). With several nodes (database_url),
+    also the node each is placed on and that node's state (live, down, lost, volume-mismatch;
+    "-" for one not placed yet); the folder is then "-" for a workspace placed on another node
+    than this one (ALMANAC_NODE): its files are on that node's disk."""
+    settings = make_settings(config_file, data_dir=data_dir)
+    root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
-        for ws in store.workspaces(store.owner_by_email(email).id):
-            click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
+        found = store.workspaces(store.owner_by_email(email).id)
+        if settings.database_url is None:
+            for ws in found:
+                click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
+            return
+        nodes = {n.name: n for n in store.nodes()}
+        now = store.database_time()
+        placements = {ws.id: store.placement(ws.id) for ws in found}
+    for ws in found:
+        placement = placements[ws.id]
+        node = None if placement is None else nodes.get(placement.node)
+        here = placement is None or placement.node == settings.node
+        folder = layout.workspace_dir(root, ws.id) if here else "-"
+        name = "-" if placement is None else placement.node
+        state = "-" if node is None else node_state(node, now=now, heartbeat_timeout=settings.placement_lease)
+        click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{folder}\t{name}\t{state}")
 
 
 @workspace.command("usage")
@@ -58,11 +78,35 @@ def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) 
 @config_option
 @reports_errors
 def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
-    """Show what a workspace holds: Markdown files by kind, bytes of store and of index."""
-    root = make_settings(config_file, data_dir=data_dir).data_dir
+    """Show what a workspace holds: Markdown files by kind, bytes of store and of index.
+
+    With several nodes (database_url), a workspace placed on another node than this one
+    (ALMANAC_NODE) is measured by that node, asked over the signed internal API (needs
+    cluster_secret); if that node is down, lost or unreachable, this says so and exits 1."""
+    settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
-    folder = layout.workspace_dir(root, ws.id)
+        placement = None if settings.database_url is None else store.placement(ws.id)
+        if placement is not None and placement.node != settings.node:
+            click.echo(f"workspace\t{ws.name}\nnode\t{placement.node}")
+            if settings.cluster_secret is None:
+                raise ConfigError(
+                    f"workspace {ws.name!r} is on node {placement.node!r}; set ALMANAC_CLUSTER_SECRET as on "
+                    "the nodes to ask it"
+                )
+            found = usage_on(
+                store,
+                ws.id,
+                placement.node,
+                secret=settings.cluster_secret,
+                heartbeat_timeout=settings.placement_lease,
+                clock=database_clock(store.database_time).now,
+            )
+            click.echo(f"folder\t{found.folder}")
+            for label, value in found.rows:
+                click.echo(f"{label}\t{value}")
+            return
+    folder = layout.workspace_dir(settings.data_dir, ws.id)
     click.echo(f"workspace\t{ws.name}\nfolder\t{folder}")
     for label, value in measure(folder).rows():
         click.echo(f"{label}\t{value}")
@@ -104,18 +148,19 @@ def workspace_move(
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        clock = database_clock(store.database_time).now  # deadlines and signatures: the database's
         if status:
             placement = store.placement(ws.id)
             where = "nowhere yet" if placement is None else placement.node
             if placement is not None and placement.moving_to is not None:
-                left = max(0.0, (placement.move_deadline or 0.0) - time.time())
+                left = max(0.0, (placement.move_deadline or 0.0) - clock())
                 where += f" (moving to {placement.moving_to}; called off unless advanced within {left:.0f} s)"
             click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
             for record in store.moves_of(ws.id):
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
-            for done in mover.finish(store, ws.id, config, say=say):
+            for done in mover.finish(store, ws.id, config, clock=clock, say=say):
                 click.echo(
                     f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
                     f"the old copy on {done.source} is deleted",
@@ -123,7 +168,7 @@ def workspace_move(
                 )
             return
         assert target is not None
-        report = mover.move(store, ws.id, target, config, say=say, pause=_test_pause())
+        report = mover.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
     click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)
 
 
@@ -178,13 +223,14 @@ def workspace_restore(
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        clock = database_clock(store.database_time).now
         if abandon:
-            restorer.abandon(store, ws.owner_id, ws.id, config, say=say)
+            restorer.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
             click.echo(f"abandoned the restore of workspace {ws.name!r} ({ws.id}): it is lost", err=True)
             return
         assert backup is not None and target is not None
         report = restorer.restore(
-            store, ws.owner_id, ws.id, backup, target, config, say=say, pause=_test_pause()
+            store, ws.owner_id, ws.id, backup, target, config, clock=clock, say=say, pause=_test_pause()
         )
     if report.files == 0:  # the same restore, run again after it switched the workspace
         click.echo(f"workspace {ws.name!r} ({ws.id}) is restored on {report.target}", err=True)

@@ -17,7 +17,6 @@ is remembered too (``erased_copies``), so a lost node that comes back with its d
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -34,6 +33,8 @@ class _Plane(Audits, Protocol):
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
     def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None: ...
 
+    def database_time(self) -> float: ...
+
 
 def erase_copies(
     store: _Plane,
@@ -41,7 +42,7 @@ def erase_copies(
     owner_id: str,
     workspace_ids: list[str],
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
 ) -> list[str]:
     """Have every node the moves records name, besides the placed one, erase its copy of each of
     ``owner_id``'s workspaces; returns what was not erased, each audited as ``account.erase.failed``."""
@@ -60,7 +61,7 @@ def erase_copies(
 
 def _audit_lost_copy(store: _Plane, owner_id: str, workspace_id: str, node: str) -> None:
     """Audited, and remembered: should the node come back with its disk, it deletes the copy."""
-    store.remember_lost_copy(node, workspace_id, now=time.time())
+    store.remember_lost_copy(node, workspace_id, now=store.database_time())
     store.audit(
         "account.erase.lost_copy",
         owner_id=owner_id,

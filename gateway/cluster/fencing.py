@@ -132,7 +132,7 @@ class Fence:
 
     lease: float  # placement_lease
     generation: int  # this process's fencing token
-    not_before: float  # wall clock: the previous process's leases run out then
+    not_before: float  # the database's clock: the previous process's leases run out then
     retry_after: float
     monotonic: Callable[[], float] = time.monotonic
     valid_until: float = field(default=-math.inf)  # monotonic
@@ -143,7 +143,7 @@ class Fence:
         """A heartbeat begun at ``began`` (monotonic) renewed the leases with this token."""
         self.valid_until = max(self.valid_until, began + self.lease)
 
-    def refusal(self, wall: float) -> tuple[str, float] | None:
+    def refusal(self, now: float) -> tuple[str, float] | None:
         """Why this node may not serve its own workspaces now, and when to try again; None if it may."""
         if self.name_taken:
             return (
@@ -152,10 +152,10 @@ class Fence:
             )
         if self.stopped:
             return "this node is stopping", self.retry_after
-        if wall < self.not_before:
+        if now < self.not_before:
             return (
                 "this node has just started again and waits for its previous process's leases to run out",
-                self.not_before - wall,
+                self.not_before - now,
             )
         if self.monotonic() >= self.valid_until:
             return (

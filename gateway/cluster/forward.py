@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -20,10 +20,11 @@ import httpx
 from gateway import logs
 from gateway.cluster import signing
 from gateway.cluster.placement import Forward
+from gateway.cluster.replay import ReplayCache
 from gateway.cluster.router import Router
 from gateway.control.store import Principal
 from gateway.edge import headers as hdr
-from gateway.errors import ClusterSignatureInvalid, NodeUnavailable
+from gateway.errors import ClusterSignatureInvalid, ClusterSignatureReplayed, NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.
 INTERNAL_MCP_PATH = "/internal/v1/mcp"
@@ -103,10 +104,13 @@ class ClusterLink:
     secret: str
     router: Router
     forwarder: Forwarder
+    #: the nonces of the signed calls this node accepted within the signature's window
+    replay: ReplayCache = field(default_factory=lambda: ReplayCache(signing.WINDOW_S))
 
     def verified(self, scope: Mapping[str, Any], body: bytes, *, path: str, now: float) -> Principal:
         """The principal a signed call from another node speaks for (``path`` as it was signed). A
-        bad signature is logged (``cluster.signature_refused``) and refused: 401."""
+        bad signature is logged (``cluster.signature_refused``) and refused: 401 — a replayed one
+        with ``cluster_signature_replayed``."""
         raw_headers = list(scope["headers"])
         try:
             return signing.verify(
@@ -118,10 +122,18 @@ class ClusterLink:
                 here=self.here,
                 body=body,
                 now=now,
+                replay=self.replay,
             )
         except signing.SignatureInvalid as exc:
             remote = scope["client"][0] if scope.get("client") else None
             logs.event(
                 logs.get(), logging.WARNING, "cluster.signature_refused", remote=remote, reason=str(exc)
             )
-            raise ClusterSignatureInvalid(str(exc)) from None
+            raise refusal(exc) from None
+
+
+def refusal(exc: signing.SignatureInvalid) -> ClusterSignatureInvalid:
+    """The 401 a call refused for its signature gets."""
+    if isinstance(exc, signing.SignatureReplayed):
+        return ClusterSignatureReplayed(str(exc))
+    return ClusterSignatureInvalid(str(exc))

@@ -46,9 +46,11 @@ async def keep_alive(
     tend: Callable[[], Awaitable[None]] | None = None,
     fence: Fence | None = None,
     lock: NameLock | None = None,
+    sync: Callable[[], None] | None = None,
 ) -> None:
     """Beat until cancelled (or until another process holds the name); after each beat, ``tend``
-    (the moves involving this node) if given."""
+    (the moves involving this node) if given. ``clock`` is the database's
+    (:class:`~gateway.cluster.dbclock.DatabaseClock`), read anew by ``sync`` before each beat."""
     log = logs.get()
     generation = None if fence is None else fence.generation
     while True:
@@ -67,10 +69,14 @@ async def keep_alive(
             if state == "taken":
                 return _fenced(fence, node, "its name lock is held by another process")
         began = time.monotonic() if fence is None else fence.monotonic()
+
+        def beat() -> None:
+            if sync is not None:
+                sync()
+            store.heartbeat(node.name, now=clock(), lease=node.lease, generation=generation)
+
         try:
-            await anyio.to_thread.run_sync(
-                lambda: store.heartbeat(node.name, now=clock(), lease=node.lease, generation=generation)
-            )
+            await anyio.to_thread.run_sync(beat)
         except NameTaken as exc:
             return _fenced(fence, node, str(exc))
         except Exception as exc:  # the control plane is unreachable for now: try again next beat

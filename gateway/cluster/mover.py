@@ -189,7 +189,7 @@ def move(
     target_name: str,
     config: MoveConfig,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
     say: Callable[[str], None] = lambda line: None,
     pause: Callable[[str], None] = no_pause,
 ) -> MoveReport:
@@ -379,7 +379,7 @@ def finish(
     workspace_id: str,
     config: MoveConfig,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
     say: Callable[[str], None] = lambda line: None,
 ) -> list[MoveRecord]:
     """Complete every move of the workspace that switched it but kept the old copy on its source —

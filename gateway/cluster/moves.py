@@ -47,9 +47,10 @@ from starlette.routing import BaseRoute, Route
 
 from gateway import logs
 from gateway.cluster import manifest, signing
-from gateway.cluster.forward import ClusterLink
+from gateway.cluster.forward import ClusterLink, refusal
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Node, Placement
+from gateway.control.usage import measure
 from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
@@ -103,6 +104,7 @@ class MoveEndpoints:
             Route(PREFIX + "/open", self.open, methods=["POST"]),
             Route(PREFIX + "/resume", self.resume, methods=["POST"]),
             Route(PREFIX + "/erase", self.erase, methods=["POST"]),
+            Route(PREFIX + "/usage", self.usage, methods=["GET"]),
             Route(PREFIX, self.delete, methods=["DELETE"]),
         ]
 
@@ -130,11 +132,12 @@ class MoveEndpoints:
                 here=self.link.here,
                 body=body,
                 now=self.clock(),
+                replay=self.link.replay,
                 digest=digest,
             )
         except signing.SignatureInvalid as exc:
             logs.event(self._log, logging.WARNING, "cluster.signature_refused", reason=str(exc))
-            raise ClusterSignatureInvalid(str(exc)) from None
+            raise refusal(exc) from None
         if not manifest.safe_relative(workspace_id) or "/" in workspace_id:
             raise BadRequest(f"{workspace_id!r} is not a workspace id")
         return workspace_id, body
@@ -278,6 +281,13 @@ class MoveEndpoints:
             await self._drop(workspace_id)
         logs.event(self._log, logging.INFO, "move.deleted_old_copy", workspace=workspace_id)
         return JSONResponse({"deleted": workspace_id, "node": self.link.here})
+
+    async def usage(self, request: Request) -> Response:
+        """What this node's folder of a workspace holds (``almanac workspace usage`` run elsewhere)."""
+        workspace_id, _ = await self.verified(request)
+        folder = self.folder(workspace_id)
+        found = await anyio.to_thread.run_sync(measure, folder)
+        return JSONResponse({"folder": str(folder), "held": folder.is_dir(), "rows": found.rows()})
 
     async def erase(self, request: Request) -> Response:
         """An account erase: delete every copy this node keeps of a workspace placed elsewhere."""

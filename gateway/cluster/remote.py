@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -317,7 +316,7 @@ class Engines:
 
 
 def erase_on_their_nodes(
-    store: _Placements, secret: str, workspace_ids: list[str], *, clock: Callable[[], float] = time.time
+    store: _Placements, secret: str, workspace_ids: list[str], *, clock: Callable[[], float]
 ) -> tuple[list[str], list[str]]:
     """``almanac owner erase --finish`` in a cluster: ask each placed workspace's node, signed, to
     erase it there (``/internal/v1/engine-control``). Returns the workspaces placed nowhere (their

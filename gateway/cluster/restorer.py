@@ -31,7 +31,6 @@ backup …" (or "from the owner's export …"): the lost node's own copy counts 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -65,7 +64,7 @@ def restore(
     target_name: str,
     config: MoveConfig,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
     say: Callable[[str], None] = lambda line: None,
     pause: Callable[[str], None] = no_pause,
 ) -> MoveReport:
@@ -273,7 +272,7 @@ def abandon(
     workspace_id: str,
     config: MoveConfig,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
     say: Callable[[str], None] = lambda line: None,
 ) -> MoveRecord:
     """Abandon the restore of ``workspace_id`` under way (its command killed, or still running —

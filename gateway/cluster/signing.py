@@ -6,11 +6,15 @@ The edge node has already authenticated the client and applied its rules; the cl
 leaves it. What travels is the resolved :class:`~gateway.control.store.Principal`, encoded in a
 header, and an HMAC-SHA256 (key: the shared ``cluster_secret``) over everything that matters::
 
-    v1 \\n METHOD \\n PATH \\n TIMESTAMP \\n WORKSPACE \\n TARGET NODE \\n PRINCIPAL \\n SHA-256(BODY)
+    v2 \\n METHOD \\n PATH \\n TIMESTAMP \\n NONCE \\n WORKSPACE \\n TARGET \\n PRINCIPAL \\n SHA-256(BODY)
 
-so a signed request cannot be replayed to another node, another path or with another body, nor
-altered to speak for another connection, and it is good only for ``window`` seconds around its
-timestamp. The receiver compares in constant time.
+so a signed request cannot be sent to another node, another path or with another body, nor altered
+to speak for another connection, and it is good only for ``window`` seconds around its timestamp.
+The receiver compares in constant time, then admits the request's random nonce into its
+:class:`~gateway.cluster.replay.ReplayCache`: a request it has already accepted is refused
+(:class:`SignatureReplayed`), so a captured request cannot be sent again either. The timestamps are
+read from the database's clock as each node knows it (:mod:`gateway.cluster.dbclock`), not from the
+nodes' own wall clocks.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ import binascii
 import hashlib
 import hmac
 import json
+import secrets
 from dataclasses import asdict, dataclass
 
+from gateway.cluster.replay import ReplayCache, Replayed
 from gateway.control.store import Principal
 
 PRINCIPAL_HEADER = b"x-almanac-cluster-principal"
@@ -30,11 +36,22 @@ SIGNATURE_HEADER = b"x-almanac-cluster-signature"
 CONTENT_DIGEST_HEADER = b"x-almanac-content-sha256"
 #: A signed request is refused when its timestamp is further than this from the receiver's clock.
 WINDOW_S = 30.0
-_VERSION = "v1"
+_VERSION = "v2"
+#: What a nonce may hold: 16 to 64 characters of base64url (:func:`new_nonce` makes 22).
+_NONCE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 class SignatureInvalid(Exception):
     """A request between nodes that must be refused (the message says why, without secrets)."""
+
+
+class SignatureReplayed(SignatureInvalid):
+    """A request signed right that this node has already accepted: a replay."""
+
+
+def new_nonce() -> str:
+    """128 random bits, base64url."""
+    return secrets.token_urlsafe(16)
 
 
 @dataclass(frozen=True)
@@ -42,7 +59,7 @@ class Signed:
     """What a forwarded request carries (two header values)."""
 
     principal: str  # base64url JSON of the principal
-    signature: str  # "v1 t=<timestamp> sig=<hex>"
+    signature: str  # "v2 t=<timestamp> n=<nonce> sig=<hex>"
 
 
 def encode_principal(principal: Principal) -> str:
@@ -78,13 +95,14 @@ def _mac(
     method: str,
     path: str,
     timestamp: int,
+    nonce: str,
     workspace_id: str,
     target: str,
     principal: str,
     digest: str,
 ) -> str:
     message = "\n".join(
-        (_VERSION, method.upper(), path, str(timestamp), workspace_id, target, principal, digest)
+        (_VERSION, method.upper(), path, str(timestamp), nonce, workspace_id, target, principal, digest)
     )
     return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -104,40 +122,50 @@ def sign(
     now: float,
     workspace_id: str | None = None,
     digest: str | None = None,
+    nonce: str | None = None,
 ) -> Signed:
     """The two header values that let node ``target`` serve this call for ``principal`` (or, with
-    no principal, the cluster's own call about ``workspace_id``). ``digest``: the SHA-256 of a body
-    streamed rather than held (``body`` is then empty; the receiver hashes what arrives)."""
+    no principal, the cluster's own call about ``workspace_id``), once. ``digest``: the SHA-256 of a
+    body streamed rather than held (``body`` is then empty; the receiver hashes what arrives).
+    ``nonce``: a fresh random one unless given."""
     encoded = NO_PRINCIPAL if principal is None else encode_principal(principal)
     workspace = workspace_id if principal is None else principal.workspace_id
     assert workspace is not None, "a call without a principal names its workspace"
     timestamp = int(now)
+    nonce = new_nonce() if nonce is None else nonce
     mac = _mac(
         secret,
         method=method,
         path=path,
         timestamp=timestamp,
+        nonce=nonce,
         workspace_id=workspace,
         target=target,
         principal=encoded,
         digest=body_digest(body) if digest is None else digest,
     )
-    return Signed(encoded, f"{_VERSION} t={timestamp} sig={mac}")
+    return Signed(encoded, f"{_VERSION} t={timestamp} n={nonce} sig={mac}")
 
 
-def _parse_signature(value: str) -> tuple[int, str]:
+def _parse_signature(value: str) -> tuple[int, str, str]:
     parts = value.split(" ")
     if (
-        len(parts) != 3
+        len(parts) != 4
         or parts[0] != _VERSION
         or not parts[1].startswith("t=")
-        or not parts[2].startswith("sig=")
+        or not parts[2].startswith("n=")
+        or not parts[3].startswith("sig=")
     ):
-        raise SignatureInvalid("the cluster signature is malformed (expected 'v1 t=<seconds> sig=<hex>')")
-    stamp = parts[1][2:]
-    if not stamp.isdigit():
+        raise SignatureInvalid(
+            "the cluster signature is malformed (expected 'v2 t=<seconds> n=<nonce> sig=<hex>'; "
+            "every node of a cluster runs the same version)"
+        )
+    stamp, nonce = parts[1][2:], parts[2][2:]
+    if not stamp.isdigit() or len(stamp) > 12:
         raise SignatureInvalid("the cluster signature's timestamp is not a number")
-    return int(stamp), parts[2][4:]
+    if not 16 <= len(nonce) <= 64 or not set(nonce) <= _NONCE_CHARS:
+        raise SignatureInvalid("the cluster signature's nonce is not 16–64 characters of base64url")
+    return int(stamp), nonce, parts[3][4:]
 
 
 def verify(
@@ -150,6 +178,7 @@ def verify(
     here: str,
     body: bytes,
     now: float,
+    replay: ReplayCache,
     window: float = WINDOW_S,
 ) -> Principal:
     """The principal a request from another node speaks for, or :class:`SignatureInvalid`."""
@@ -166,6 +195,7 @@ def verify(
         here=here,
         body=body,
         now=now,
+        replay=replay,
         window=window,
     )
     assert principal is not None
@@ -183,6 +213,7 @@ def verify_cluster_call(
     here: str,
     body: bytes,
     now: float,
+    replay: ReplayCache,
     window: float = WINDOW_S,
     digest: str | None = None,
 ) -> None:
@@ -201,6 +232,7 @@ def verify_cluster_call(
         here=here,
         body=body,
         now=now,
+        replay=replay,
         window=window,
         digest=digest,
     )
@@ -217,22 +249,24 @@ def _check(
     here: str,
     body: bytes,
     now: float,
+    replay: ReplayCache,
     window: float,
     digest: str | None = None,
 ) -> None:
     if not principal_header or not signature_header:
         raise SignatureInvalid("this endpoint serves the other nodes only: the call is not signed")
-    timestamp, mac = _parse_signature(signature_header)
+    timestamp, nonce, mac = _parse_signature(signature_header)
     if abs(now - timestamp) > window:
         raise SignatureInvalid(
-            f"the cluster signature is stale ({abs(now - timestamp):.0f} s from this node's clock, "
-            f"allowed {window:g} s); check the nodes' clocks"
+            f"the cluster signature is stale ({abs(now - timestamp):.0f} s from the database's clock "
+            f"as this node reads it, allowed {window:g} s); sign the call anew"
         )
     expected = _mac(
         secret,
         method=method,
         path=path,
         timestamp=timestamp,
+        nonce=nonce,
         workspace_id=workspace_id,
         target=here,
         principal=principal_header,
@@ -240,3 +274,7 @@ def _check(
     )
     if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii", errors="replace")):
         raise SignatureInvalid("the cluster signature does not match (another secret, node, path or body)")
+    try:
+        replay.admit(nonce, timestamp, now)
+    except Replayed as exc:
+        raise SignatureReplayed(str(exc)) from None

@@ -93,6 +93,17 @@ class Database(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """All-or-nothing: committed at the end of the block, rolled back if it raises."""
 
+    def clock(self) -> float:
+        """The database's clock now (epoch seconds): the one clock every node of a cluster judges
+        heartbeats, leases and signatures by (:mod:`gateway.cluster.dbclock`). PostgreSQL's
+        ``clock_timestamp()`` (the time of the call, not of its transaction); an embedded SQLite
+        file has no clock of its own: its one host's clock is the database's."""
+        if self.dialect == "sqlite":
+            return time.time()
+        row = self.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None
+        return float(row[0])
+
     @abstractmethod
     def close(self) -> None: ...
 

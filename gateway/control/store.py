@@ -248,6 +248,11 @@ class ControlPlane(
     def ping(self) -> None:
         self._db.execute("SELECT count(*) FROM schema_migrations").fetchone()
 
+    def database_time(self) -> float:
+        """The control plane's clock now (epoch seconds): PostgreSQL's ``clock_timestamp()``; with
+        SQLite, this host's clock (the database is a file on it)."""
+        return self._db.clock()
+
     def _write(self, sql: str, params: tuple[object, ...] = ()) -> None:
         with self._db.transaction():
             self._db.execute(sql, params)

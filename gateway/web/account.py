@@ -8,7 +8,6 @@ changed. Sign-in is throttled per account and per address; every outcome is an a
 from __future__ import annotations
 
 import math
-import time
 from functools import cache
 from typing import Any
 
@@ -137,7 +136,7 @@ async def home(request: Request) -> Response:
         data_dir=request.app.state.components.settings.data_dir,
         workspaces=workspaces,
         connections=counts,
-        conditions=conditions(store, workspaces, now=time.time()),
+        conditions=conditions(store, workspaces),
     )
 
 

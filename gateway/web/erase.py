@@ -66,8 +66,10 @@ async def erase_account(
                 detail={"error": "not deleted on the workspace's node"},
             )
     if engines.link is not None:  # node mode: the copies moves left on other nodes
-        ids, secret = [w.id for w in workspaces], engines.link.secret
-        failed += await anyio.to_thread.run_sync(erase_copies, store, secret, owner_id, ids)
+        ids, link = [w.id for w in workspaces], engines.link
+        failed += await anyio.to_thread.run_sync(
+            lambda: erase_copies(store, link.secret, owner_id, ids, clock=link.forwarder.clock)
+        )
     if failed:  # the rows stay: what is left can still be found and finished
         failed += await anyio.to_thread.run_sync(
             remove_files, store, engines.supervisor.config.data_dir, owner_id, here

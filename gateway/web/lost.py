@@ -20,14 +20,16 @@ from gateway.web.render import render
 class _Placements(Protocol):
     def nodes(self) -> list[Node]: ...
     def placement(self, workspace_id: str) -> Placement | None: ...
+    def database_time(self) -> float: ...
 
 
-def conditions(store: _Placements, workspaces: list[Workspace], *, now: float) -> dict[str, str]:
+def conditions(store: _Placements, workspaces: list[Workspace]) -> dict[str, str]:
     """``{workspace id: "lost" | "restoring"}`` for the owner's workspaces on a node declared lost
-    (none asked for unless some node is)."""
+    (none asked for unless some node is); a restore's deadline judged by the database's clock."""
     nodes = store.nodes()
     if not any(n.lost for n in nodes):
         return {}
+    now = store.database_time()
     found = {ws.id: owner_condition(store.placement(ws.id), nodes, now=now) for ws in workspaces}
     return {k: v for k, v in found.items() if v is not None}
 

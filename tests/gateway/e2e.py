@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,13 +146,20 @@ def clean_env(settings: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_gateway(data_dir: Path, log: Path, *, port: str = "0", **settings: str) -> Gateway:
+def start_gateway(
+    data_dir: Path,
+    log: Path,
+    *,
+    port: str = "0",
+    command: Sequence[str] = (ALMANAC, "serve"),
+    **settings: str,
+) -> Gateway:
     """``almanac serve`` on ``port`` ("0": a free one; a gateway restarted on its data dir passes
-    the port it had)."""
+    the port it had). ``command``: what is run in its place (given ``--port`` and ``--data-dir``)."""
     env = clean_env({f"ALMANAC_{k.upper()}": v for k, v in {"embedder": "false", **settings}.items()})
     with log.open("a") as stderr:
         proc = subprocess.Popen(
-            [ALMANAC, "serve", "--port", port, "--data-dir", str(data_dir)],
+            [*command, "--port", port, "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.cluster import signing
+from gateway.cluster.replay import ReplayCache
 from gateway.control.store import Principal
 
 SECRET = "s" * 40
@@ -38,6 +39,7 @@ def _verify(signed: signing.Signed | None, **changes: object) -> Principal:
         "now": NOW + 1,
     }
     args.update(changes)
+    args.setdefault("replay", ReplayCache(signing.WINDOW_S))
     secret = str(args.pop("secret", SECRET))
     return signing.verify(secret, **args)  # type: ignore[arg-type]
 
@@ -61,7 +63,9 @@ def test_a_signed_call_carries_the_principal_the_edge_resolved() -> None:
         ({"signature_header": None}, "not signed"),
         ({"principal_header": None}, "not signed"),
         ({"signature_header": "Bearer abc"}, "malformed"),
-        ({"signature_header": "v1 t=soon sig=00"}, "not a number"),
+        ({"signature_header": "v2 t=soon n=" + "a" * 22 + " sig=00"}, "not a number"),
+        ({"signature_header": "v2 t=1 n=short sig=00"}, "nonce"),
+        ({"signature_header": "v1 t=1 sig=00"}, "malformed"),
         ({"principal_header": "!!!"}, "not readable"),
     ],
 )
@@ -99,3 +103,34 @@ def test_every_principal_survives_the_trip(
         reads_unscoped=reads_unscoped,
     )
     assert _verify(_signed(principal=who)) == who
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_signed_call_is_accepted_once() -> None:
+    """The nonce is remembered: the same signed call again within the window is a replay; the same
+    call signed anew (another nonce) is served."""
+    seen = ReplayCache(signing.WINDOW_S)
+    signed = _signed()
+    assert _verify(signed, replay=seen) == WHO
+    with pytest.raises(signing.SignatureReplayed, match="already received"):
+        _verify(signed, replay=seen, now=NOW + 20)
+    assert _verify(_signed(), replay=seen) == WHO
+    assert len(seen) == 2
+
+
+@pytest.mark.req("run:scale-out")
+def test_the_nonce_is_inside_the_signed_material() -> None:
+    """Another nonce under the same signature does not match: a replay cannot dodge the cache."""
+    signed = _signed(nonce="a" * 22)
+    other = signed.signature.replace("n=" + "a" * 22, "n=" + "b" * 22)
+    with pytest.raises(signing.SignatureInvalid, match="does not match"):
+        _verify(signing.Signed(signed.principal, other))
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_call_refused_for_its_signature_leaves_no_nonce_behind() -> None:
+    """Only a call whose signature holds is remembered: nobody without the secret fills the cache."""
+    seen = ReplayCache(signing.WINDOW_S)
+    with pytest.raises(signing.SignatureInvalid, match="does not match"):
+        _verify(_signed(), replay=seen, secret="t" * 40)
+    assert len(seen) == 0

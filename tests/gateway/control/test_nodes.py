@@ -5,6 +5,7 @@ gateways race, and heartbeats renew the node's leases."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,3 +118,17 @@ def test_gateways_placing_one_workspace_at_once_agree_on_one_node(gateways: list
     assert len(seen) == len(gateways) and len(set(seen)) == 1
     count = first._db.execute("SELECT count(*) FROM placements WHERE workspace_id = ?", (ws,)).fetchone()
     assert count is not None and int(count[0]) == 1
+
+
+@pytest.mark.req("run:scale-out")
+def test_the_database_s_clock_is_the_server_s_or_the_host_s(store: ControlPlane) -> None:
+    """PostgreSQL's ``clock_timestamp()`` (it moves within a transaction: the time of the call); the
+    SQLite file's is its host's. On this one host both agree with the host's clock."""
+    before = time.time()
+    with store._db.transaction():
+        first = store.database_time()
+        second = store.database_time()
+    after = time.time()
+    assert before - 0.5 <= first <= second <= after + 0.5
+    if store._db.dialect == "postgresql":
+        assert second > first  # clock_timestamp(), not now(): not frozen at the transaction's start
