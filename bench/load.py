@@ -53,7 +53,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from bench.gateway import in_process, percentile, wait_until
+from bench.gateway import cpu_seconds, engine_children, in_process, percentile, wait_until
 from bench.reliability.check import check_disk, check_tools
 from bench.reliability.procs import GatewayRun
 from bench.reliability.workload import Journal, Writer, error_kind
@@ -119,6 +119,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     engine_starts: int = 0
     elapsed: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds in the timed window, by role
 
     @property
     def calls(self) -> int:
@@ -356,9 +357,31 @@ async def measure(
             if row.sleeping:
                 tg.start_soon(conductor, space)
         await ready.wait()
+        before = cpu_by_role(run)
         began = time.monotonic()
         deadline[0] = began + seconds
+        await anyio.sleep(seconds)
+        after = cpu_by_role(run)
+        out.cpu = {role: after[role] - before.get(role, 0.0) for role in after}
     out.elapsed = seconds
+
+
+def cpu_by_role(run: GatewayRun) -> dict[str, float]:
+    """CPU seconds so far of the bench's own process (the clients), the gateway, its workspace
+    engines (those running now) and the shared embedder."""
+    assert run.served is not None
+    gateway = run.served.proc.pid
+    found = {"clients": cpu_seconds(os.getpid()), "gateway": cpu_seconds(gateway), "engines": 0.0}
+    for role, pid in engine_children(gateway).items():
+        try:
+            used = cpu_seconds(pid)
+        except OSError:  # it exited meanwhile
+            continue
+        if role == "embedder":
+            found["embedder"] = used
+        elif role != "spare":
+            found["engines"] += used
+    return found
 
 
 async def read_back(run: GatewayRun, spaces: list[Space], out: Outcome, readers: int = 4) -> None:
@@ -416,9 +439,10 @@ def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
     one = {o.row.mix: o.p(0.5) for o in outcomes if o.row.clients == 1 and o.row.workspaces == 1}
     head = (
         "| clients × workspaces | mix | rate limit | calls/s | p50 / p95 / p99 ms | p50 × one client "
-        "| p50 × in-process | wake calls (p50 ms) | 429s | writes acked / lost | errors |"
+        "| p50 × in-process | wake calls (p50 ms) | 429s | writes acked / lost | errors "
+        "| CPU ms per call: clients / gateway / engines / embedder |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for o in outcomes:
         r = o.row
         rate = o.calls / o.elapsed if o.elapsed else float("nan")
@@ -427,10 +451,13 @@ def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
         x_in = f"{p50 / inproc[r.mix]:.1f}" if inproc.get(r.mix) else "-"
         wakes = f"{len(o.wakes)} ({statistics.median(o.wakes) * 1000:.0f})" if o.wakes else "-"
         errors = ", ".join(f"{k}: {n}" for k, n in sorted(o.errors.items())) or "0"
+        roles = ("clients", "gateway", "engines", "embedder")
+        cpu = " / ".join(f"{o.cpu.get(r, 0.0) * 1000 / o.calls:.1f}" for r in roles) if o.calls else "-"
         lines.append(
             f"| {r.clients} × {r.workspaces}{' (sleeping and waking)' if r.sleeping else ''} | {r.mix} "
             f"| {'on' if r.limited else 'off'} | {rate:.0f} | {p50:.1f} / {o.p(0.95):.1f} / {o.p(0.99):.1f} "
-            f"| {x_one} | {x_in} | {wakes} | {o.limited} | {o.acked} / {len(o.problems)} | {errors} |"
+            f"| {x_one} | {x_in} | {wakes} | {o.limited} | {o.acked} / {len(o.problems)} | {errors} "
+            f"| {cpu} |"
         )
     return "\n".join(lines) + "\n"
 
