@@ -53,7 +53,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from bench.gateway import cpu_seconds, engine_children, in_process, percentile, wait_until
+from bench.gateway import cpu_seconds, engine_children, in_process, percentile, pss_bytes, wait_until
 from bench.reliability.check import check_disk, check_tools
 from bench.reliability.procs import GatewayRun
 from bench.reliability.workload import Journal, Writer, error_kind
@@ -120,6 +120,7 @@ class Outcome:
     engine_starts: int = 0
     elapsed: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds in the timed window, by role
+    engines: list[tuple[int, int]] = field(default_factory=list)  # (PSS, fds) of each running engine
 
     @property
     def calls(self) -> int:
@@ -363,7 +364,22 @@ async def measure(
         await anyio.sleep(seconds)
         after = cpu_by_role(run)
         out.cpu = {role: after[role] - before.get(role, 0.0) for role in after}
+        out.engines = engine_footprints(run)
     out.elapsed = seconds
+
+
+def engine_footprints(run: GatewayRun) -> list[tuple[int, int]]:
+    """(PSS bytes, open file descriptors) of each workspace engine running now."""
+    assert run.served is not None
+    found = []
+    for role, pid in engine_children(run.served.proc.pid).items():
+        if role in ("embedder", "spare"):
+            continue
+        try:
+            found.append((pss_bytes(pid), len(os.listdir(f"/proc/{pid}/fd"))))
+        except OSError:  # it exited meanwhile
+            continue
+    return found
 
 
 def cpu_by_role(run: GatewayRun) -> dict[str, float]:
@@ -440,9 +456,9 @@ def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
     head = (
         "| clients × workspaces | mix | rate limit | calls/s | p50 / p95 / p99 ms | p50 × one client "
         "| p50 × in-process | wake calls (p50 ms) | 429s | writes acked / lost | errors "
-        "| CPU ms per call: clients / gateway / engines / embedder |"
+        "| CPU ms per call: clients / gateway / engines / embedder | engines running: PSS MB / fds (mean) |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for o in outcomes:
         r = o.row
         rate = o.calls / o.elapsed if o.elapsed else float("nan")
@@ -451,13 +467,17 @@ def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
         x_in = f"{p50 / inproc[r.mix]:.1f}" if inproc.get(r.mix) else "-"
         wakes = f"{len(o.wakes)} ({statistics.median(o.wakes) * 1000:.0f})" if o.wakes else "-"
         errors = ", ".join(f"{k}: {n}" for k, n in sorted(o.errors.items())) or "0"
+        footprint = "-"
+        if o.engines:
+            pss = statistics.mean(p for p, _ in o.engines) / 2**20
+            footprint = f"{len(o.engines)}: {pss:.0f} / {statistics.mean(f for _, f in o.engines):.0f}"
         roles = ("clients", "gateway", "engines", "embedder")
         cpu = " / ".join(f"{o.cpu.get(r, 0.0) * 1000 / o.calls:.1f}" for r in roles) if o.calls else "-"
         lines.append(
             f"| {r.clients} × {r.workspaces}{' (sleeping and waking)' if r.sleeping else ''} | {r.mix} "
             f"| {'on' if r.limited else 'off'} | {rate:.0f} | {p50:.1f} / {o.p(0.95):.1f} / {o.p(0.99):.1f} "
             f"| {x_one} | {x_in} | {wakes} | {o.limited} | {o.acked} / {len(o.problems)} | {errors} "
-            f"| {cpu} |"
+            f"| {cpu} | {footprint} |"
         )
     return "\n".join(lines) + "\n"
 
