@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import load
+from bench import crowd, load
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +40,15 @@ def test_the_load_bench_runs_two_tiny_rows_and_writes_its_section(tmp_path: Path
 
 
 def test_a_row_is_parsed_or_refused_with_what_to_write() -> None:
-    assert load.Row.parse("32x16:mixed:limited") == load.Row(32, 16, "mixed", True)
-    assert load.Row.parse("8x1:reads").sleeping is False
+    assert crowd.Row.parse("32x16:mixed:limited") == crowd.Row(32, 16, "mixed", True)
+    assert crowd.Row.parse("8x1:reads").sleeping is False
     for bad in ("8x1", "8x1:everything", "2x4:mixed", "0x0:reads"):
         with pytest.raises(ValueError, match=r"CLIENTSxWORKSPACES|at least one"):
-            load.Row.parse(bad)
+            crowd.Row.parse(bad)
 
 
 def test_the_full_table_has_every_row_the_issue_names() -> None:
-    rows = [load.Row.parse(name) for name in load.FULL]
+    rows = [crowd.Row.parse(name) for name in load.FULL]
     one = {(r.clients, r.mix) for r in rows if r.workspaces == 1 and not r.limited}
     assert one == {(n, mix) for n in (1, 2, 8, 32) for mix in load.MIXES}
     assert {r.workspaces for r in rows if r.sleeping} == {4, 16, 50}
