@@ -283,6 +283,8 @@ async def measure(
                             ready.set()
                         first = False
                         await ready.wait()
+                        if run.engine_pid(token) is None:  # it idled out while the clients connected
+                            space.woke.add(k)
                     while not over():
                         if space.resting:
                             await anyio.sleep(0.02)
