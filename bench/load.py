@@ -56,6 +56,7 @@ FULL = (
 QUICK = ["8x1:mixed", "8x4:mixed"]
 HEADING = "## Throughput under load (`bench/load.py`)"
 START, END = "<!-- load-bench:start -->", "<!-- load-bench:end -->"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
@@ -159,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a limited row's per-token limit, PER_SECOND/BURST (default: the gateway's defaults)",
     )
     parser.add_argument("--note", default="", help="a sentence for the docs (say if the host was shared)")
-    parser.add_argument("--write-docs", type=Path, nargs="?", const=Path("docs/benchmarks.md"), default=None)
+    parser.add_argument(
+        "--write-docs",
+        type=Path,
+        nargs="?",
+        const=DOCS,
+        default=None,
+        help="update this file (default: docs/benchmarks.md)",
+    )
     args = parser.parse_args(argv)
     try:
         names = args.rows.split(",") if args.rows else QUICK if args.quick else FULL
