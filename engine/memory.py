@@ -348,7 +348,7 @@ class Memory:
                 raise TooLong(f"{name} is {len(value):,} characters; no fact's {name} is over {MAX_KEY:,}")
         if memory_id is None and subject is None and predicate is None:
             raise InvalidInput("say what to retrieve: pass a subject, a predicate, or an id")
-        with self.ws.lock:
+        with self.ws.view:  # not the write lock: a read never waits for a write's fsync
             if memory_id is not None:
                 return self._by_id(caller, memory_id, include_history, moment)
             subject_key = None if subject is None else normalize_key(subject)

@@ -10,7 +10,9 @@ Started as ``python -m engine.embed --socket PATH [--threads N]``. Endpoints (se
 - ``GET /healthz`` → ``{"status": "ok"}`` once the socket accepts connections and the model is loaded.
 
 The socket file is created with mode 0600. One embedding runs at a time (the model already uses
-``--threads`` cores); other requests wait their turn.
+``--threads`` cores); other requests wait their turn, and a query's turn comes first: a document
+batch (an engine's background indexing) is embedded :data:`DOCUMENT_SLICE` texts per turn, so a
+query (a ``get_context`` someone waits for) waits for at most one slice, never a whole batch.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,6 +39,34 @@ from engine.embed.remote import BINARY, H_COUNT, H_DIM, H_MODEL, RemoteEmbedder
 __all__ = ["MAX_TEXTS", "RemoteEmbedder", "ServiceAlreadyRunning", "bind_socket", "create_app", "serve"]
 
 MAX_TEXTS: Final = 1024
+#: Texts of a document batch embedded per turn: between two slices, any waiting query goes first.
+DOCUMENT_SLICE: Final = 4
+
+
+class Turns:
+    """One embedding at a time; a waiting query goes before the next slice of any document batch."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._busy = False
+        self._queries = 0  # queries waiting for their turn
+
+    @contextlib.contextmanager
+    def turn(self, query: bool) -> Iterator[None]:
+        with self._changed:
+            self._queries += query
+            try:
+                while self._busy or (not query and self._queries):
+                    self._changed.wait()
+            finally:
+                self._queries -= query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
 
 
 class ServiceAlreadyRunning(Exception):
@@ -49,18 +79,20 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 def create_app(embedder: Embedder) -> Starlette:
     """The service's ASGI app around ``embedder`` (which it probes, and so loads, at startup)."""
-    turn = threading.Lock()
+    turns = Turns()
 
     def run_embed(texts: list[str], kind: str) -> Matrix:
-        with turn:
-            if kind == "query":
-                vectors: Matrix = (
-                    embedder.embed_documents([])
-                    if not texts
-                    else _stack([embedder.embed_query(t) for t in texts])
-                )
-                return vectors
-            return embedder.embed_documents(texts)
+        if not texts:
+            with turns.turn(kind == "query"):
+                return embedder.embed_documents([])
+        if kind == "query":
+            with turns.turn(True):
+                return _stack([embedder.embed_query(t) for t in texts])
+        parts = []
+        for at in range(0, len(texts), DOCUMENT_SLICE):
+            with turns.turn(False):
+                parts.append(embedder.embed_documents(texts[at : at + DOCUMENT_SLICE]))
+        return _concat(parts)
 
     async def embed(request: Request) -> Response:
         try:
@@ -108,6 +140,13 @@ def create_app(embedder: Embedder) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _concat(parts: list[Matrix]) -> Matrix:
+    import numpy as np
+
+    out: Matrix = np.concatenate(parts).astype(np.float32, copy=False)
+    return out
 
 
 def _stack(rows: list[Any]) -> Matrix:

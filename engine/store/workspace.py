@@ -112,7 +112,11 @@ def md_tree(base: Path) -> list[tuple[Path, Path]]:
 class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root
+        #: Held by a write from its first byte to its last fsync (one writer at a time).
         self.lock = threading.RLock()
+        #: Held only while the in-memory state below changes, after the durable write: a reader
+        #: that needs a consistent view takes this one alone and never waits for a write's fsync.
+        self.view = threading.RLock()
         self.facts = FactTable()
         self.notes: dict[str, NoteRecord] = {}
         self.logs: dict[str, LogRecord] = {}
@@ -153,7 +157,7 @@ class Workspace:
             log.warning("removed %s, left by an import that was interrupted", path.name)
 
     def load(self) -> None:
-        with self.lock:
+        with self.lock, self.view:
             self.facts = FactTable()
             self.notes.clear()
             self.logs.clear()
@@ -344,13 +348,14 @@ class Workspace:
             block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
         with durable("append to the ledger"):
             fsio.append_durable(path, block.encode())
-        self.facts.apply(event)
-        self._note_retirement(event)
-        if event.kind == "delete":
-            self.deleted[event.memory] = event
-            erasure.erase_content(self, event.memory, event.event_id)
-        elif event.kind in ("store", "supersede"):
-            self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
+        with self.view:
+            self.facts.apply(event)
+            self._note_retirement(event)
+            if event.kind == "delete":
+                self.deleted[event.memory] = event
+                erasure.erase_content(self, event.memory, event.event_id)
+            elif event.kind in ("store", "supersede"):
+                self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
         self._changed(event.memory)
 
     def note_path(self, record: NoteRecord) -> Path:
@@ -360,8 +365,9 @@ class Workspace:
         record = NoteRecord(note, rel, State.LIVE)
         with durable("write the note"):
             fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode())
-        self.notes[note.id] = record
-        self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
+        with self.view:
+            self.notes[note.id] = record
+            self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
         self._changed(note.id)
         return record
 
@@ -371,12 +377,13 @@ class Workspace:
         moved = NoteRecord(note, record.rel, state)
         with durable("move the note"):
             fsio.move_durable(self.note_path(record), self.note_path(moved))
-        self.notes[note_id] = moved
-        key = content_key(record.note.scope, record.note.body)
-        if state is State.LIVE:
-            self.note_by_content.setdefault(key, note_id)
-        elif self.note_by_content.get(key) == note_id:
-            del self.note_by_content[key]
+        with self.view:
+            self.notes[note_id] = moved
+            key = content_key(record.note.scope, record.note.body)
+            if state is State.LIVE:
+                self.note_by_content.setdefault(key, note_id)
+            elif self.note_by_content.get(key) == note_id:
+                del self.note_by_content[key]
         self._changed(note_id)
         return moved
 
@@ -399,12 +406,13 @@ class Workspace:
             if new_path != old_path:
                 old_path.unlink(missing_ok=True)
                 fsio.fsync_dir(old_path.parent)
-        self.notes[note.id] = moved
-        old_key = content_key(record.note.scope, record.note.body)
-        if self.note_by_content.get(old_key) == note.id:
-            del self.note_by_content[old_key]
-        if moved.state is State.LIVE:
-            self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
+        with self.view:
+            self.notes[note.id] = moved
+            old_key = content_key(record.note.scope, record.note.body)
+            if self.note_by_content.get(old_key) == note.id:
+                del self.note_by_content[old_key]
+            if moved.state is State.LIVE:
+                self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
         self._changed(note.id)
         return moved
 
@@ -422,7 +430,8 @@ class Workspace:
     def append_log(self, entry: LogEntry, day: date, state: State = State.LIVE) -> LogRecord:
         self._write_log_entry(entry, day, state)
         record = LogRecord(entry, day, state)
-        self.logs[entry.id] = record
+        with self.view:
+            self.logs[entry.id] = record
         self._changed(entry.id)
         return record
 
@@ -434,7 +443,8 @@ class Workspace:
         with durable("rewrite the day log"):
             fsio.write_atomic(source, daylog.remove_entry(self._read(source), entry_id).encode())
         moved = LogRecord(record.entry, record.day, state)
-        self.logs[entry_id] = moved
+        with self.view:
+            self.logs[entry_id] = moved
         self._changed(entry_id)  # once, after both files are written
         return moved
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -375,3 +376,37 @@ def test_valid_to_is_derivable_from_the_ledger_alone(
     finally:
         fresh.close()
         workspace.open()
+
+
+@pytest.mark.req("recall:retrieve-memory", "rel:load")
+def test_retrieve_answers_while_a_write_holds_the_write_lock_through_its_fsync(memory: Memory) -> None:
+    """A write holds the workspace's write lock from its first byte to its last fsync; a
+    ``retrieve_memory`` does not wait for it. The write it overlaps is seen whole or not at all."""
+    fact = memory.remember(ME, "Fjord runs on Postgres 16.", "Fjord", "database", "Postgres 16")
+    held, release, answered = threading.Event(), threading.Event(), threading.Event()
+    found: list[object] = []
+
+    def writer_in_its_fsync() -> None:
+        with memory.ws.lock:  # what a write holds while its bytes reach the disk
+            held.set()
+            release.wait(60)
+
+    def reader() -> None:
+        found.append(memory.retrieve(ME, memory_id=fact.id).facts[0].object)
+        answered.set()
+
+    writing = threading.Thread(target=writer_in_its_fsync)
+    writing.start()
+    try:
+        assert held.wait(60)
+        reading = threading.Thread(target=reader)
+        reading.start()
+        assert answered.wait(30), "retrieve_memory waited for the write lock"
+        assert found == ["Postgres 16"]
+    finally:
+        release.set()
+        writing.join(60)
+    reading.join(60)
+    # and a real write after it is seen at once, whole
+    memory.remember(ME, "Fjord runs on Postgres 17.", "Fjord", "database", "Postgres 17")
+    assert memory.retrieve(ME, memory_id=fact.id).facts[0].object == "Postgres 17"

@@ -142,6 +142,48 @@ def test_embeddings_keep_one_connection_per_thread_and_survive_a_restart(short_d
     assert here.sock is None  # closed with the client
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.req("embed:background")
+def test_a_query_is_answered_while_a_long_document_batch_is_still_being_embedded(short_dir: Path) -> None:
+    """A query (a ``get_context`` someone waits for) goes before the rest of a document batch (an
+    engine's background indexing): it waits for one slice at most, not for the whole batch. Without
+    the queries' turn it is answered only after the batch. The batch's vectors are what the model
+    gives each text alone."""
+    sock = short_dir / "embed.sock"
+    proc = _start(sock)
+    # one request (the client sends at most 256 texts in one), long enough to be caught mid-way
+    texts = [
+        f"Note {i}: " + " ".join(f"the fjord deploy {i} step {k} is blue-green" for k in range(12))
+        for i in range(250)
+    ]
+    try:
+        with RemoteEmbedder(sock, timeout_s=600) as remote, ThreadPoolExecutor(1) as pool:
+            remote.embed_query("warm up")
+            busy, began = _cpu_seconds(proc.pid), time.monotonic()
+            batch = pool.submit(remote.embed_documents, texts)
+            deadline = began + 120
+            while _cpu_seconds(proc.pid) - busy < 0.3:  # the batch is being embedded
+                assert not batch.done() and time.monotonic() < deadline
+                time.sleep(0.01)  # poll interval of a bounded wait
+            asked = time.monotonic()
+            query = remote.embed_query("where is the staging database?")
+            answered = time.monotonic()
+            vectors = batch.result(timeout=600)
+            finished = time.monotonic()
+    finally:
+        _stop(sock, proc)
+    # the query waited for a slice, not for the rest of the batch (most of its time)
+    assert answered - asked < 0.25 * (finished - began), (answered - asked, finished - began)
+    local = LocalEmbedder(threads=1)
+    assert np.allclose(query, local.embed_query("where is the staging database?"), atol=1e-5)
+    assert vectors.shape == (len(texts), DIM)
+    assert np.allclose(vectors[::37], local.embed_documents(texts[::37]), atol=1e-5)
+
+
 def test_a_second_service_on_the_same_socket_exits_3(service: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "engine.embed", "--socket", str(service)],
