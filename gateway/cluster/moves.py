@@ -304,8 +304,9 @@ class MoveEndpoints:
                 "fetch_s": round(time.monotonic() - listed, 3),
             }
             if order.final:
-                staged = hashes.recorded()  # each file hashed from disk or as it was written
-                assert staged is not None
+                # the folder as it is on disk: a file whose size, times or inode are not those
+                # noted when it was written is read and hashed again
+                staged = await self.listing(staging)
                 problems = manifest.differences(order.wanted, staged)
                 if problems:
                     raise BadRequest("the copy differs from the original: " + "; ".join(problems[:10]))
