@@ -2,8 +2,8 @@
 PostgreSQL, two real ``almanac serve`` nodes and the real ``almanac workspace move`` command.
 
 A workspace of more than a thousand files is copied while its node serves it, then refused for a
-final sync of what changed only: measured from outside (a client calling as fast as it can) and from
-the move's record, the refusal lasts under a second, while writers through both nodes lose nothing
+final sync of what changed only — measured from outside (a client calling as fast as it is
+answered) and from the move's record, and printed — while writers through both nodes lose nothing
 and duplicate nothing. Every way a move can fail before the switch — the command interrupted, a
 file that arrives otherwise than listed, the target killed, the source killed — leaves no staging
 folder behind and the workspace on its source, never split."""
@@ -159,7 +159,7 @@ class _Probe:
 
 
 @pytest.mark.req("run:scale-out")
-async def test_a_move_of_1000_files_refuses_calls_under_a_second_and_keeps_every_write_once(
+async def test_a_move_of_1000_files_refuses_calls_only_for_its_final_sync_and_keeps_every_write_once(
     cluster: _Steady, settled: Path
 ) -> None:
     a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
@@ -229,10 +229,9 @@ async def test_a_move_of_1000_files_refuses_calls_under_a_second_and_keeps_every
         f"{recorded:.3f} s by the record, {seen:.3f} s seen from outside ({len(refused)} refused probes, "
         f"Retry-After {announced}); {len(acknowledged)} writes acknowledged\n{done.stderr}"
     )
-    # The aim is under a second. On the shared 2-core test machine (load average 7-11 while these
-    # tests run) stopping the source's engine alone took 0.6-1.5 s and the whole final sync 1.5-2.5
-    # s, so what is asserted here is the bound that machine keeps — a refusal of a few seconds at
-    # most, out of a move of tens of seconds served throughout the rest.
+    # Under a second on the 2-core development machine otherwise idle; 1.5-2.5 s when six test
+    # runs share it (stopping the source's engine alone then takes up to 1.5 s). Asserted: the bound
+    # a loaded machine keeps — a few seconds at most, out of a move served throughout the rest.
     assert recorded < 4.0, recorded
     assert seen < 4.0, seen
     assert seen < took / 8
