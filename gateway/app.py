@@ -267,7 +267,10 @@ def cluster_link(
     )
     parts.supervisor.admit = router.require_local
     link = ClusterLink(
-        node.name, settings.cluster_secret, router, Forwarder(settings.cluster_secret, clock=clock)
+        node.name,
+        settings.cluster_secret,
+        router,
+        Forwarder(settings.cluster_secret, timeout=settings.forward_timeout, clock=clock),
     )
     parts.engines.link = link  # pages reach a workspace placed elsewhere through its node
     return link

@@ -9,6 +9,7 @@ HTTP ``status`` it renders as. :func:`render` turns any of them into the one JSO
     │   ├── DataDirError              500 data_dir_unusable    (cannot write it; control DB missing/corrupt)
     │   └── PortInUse                 500 port_unavailable     (cannot listen on the host and port)
     ├── MoveFailed                    500 move_failed          (a workspace move called off; the CLI exits 1)
+    │   └── MoveSourceUnreachable     502 move_source_unreachable (the source stopped answering a pull)
     ├── BadRequest                    400 bad_request
     │   ├── MoveCalledOff             400 move_called_off      (a step of a move called off or replaced)
     │   ├── InvalidScope              400 invalid_scope
@@ -86,6 +87,13 @@ class PortInUse(ConfigError):
 
 class MoveFailed(GatewayError):
     code = "move_failed"
+
+
+class MoveSourceUnreachable(MoveFailed):
+    """The node a move copies from stopped answering while the target pulled its files."""
+
+    code = "move_source_unreachable"
+    status = 502
 
 
 class BadRequest(GatewayError):

@@ -53,6 +53,7 @@ class Settings:
         default=60.0, metadata={"min": 0.5}
     )  # a move not advanced this long is called off
     cluster_secret: str | None = None  # signs calls between nodes; the same on every node
+    forward_timeout: float = field(default=60.0, metadata={"min": 1.0})  # a forwarded call's every wait
     # the HTTP server
     host: str = "127.0.0.1"
     port: int = field(default=8080, metadata={"min": 0, "max": 65535})

@@ -53,6 +53,8 @@ INDEX_FILE = "index.sqlite"
 CACHE_DIR = CACHE  # the store's folder of derived data (engine.store.workspace)
 CACHE_FILE = "embeddings.sqlite"
 _BATCH = 64
+#: Texts embedded at once by the background thread, between two looks at whether to stop.
+_EMBED_STEP = 16
 
 #: A memory larger than this (UTF-8 bytes of its text) is kept in the store but not indexed.
 MAX_ITEM_BYTES = 1_000_000
@@ -540,11 +542,19 @@ class Indexer:
     # -- background embedding ----------------------------------------------------------------------
 
     def _embed(self, table: str) -> int:
+        """Embed a batch of what is pending, :data:`_EMBED_STEP` at a time: a stop waits for one step
+        at most (a process being stopped — to move its workspace, say — is not held by a batch)."""
         with self._forgetting:
             since = self._forgotten  # noted BEFORE the texts are read (see _cache_vectors)
         rows = self.db.pending(table, _BATCH)
-        if not rows:
-            return 0
+        done = 0
+        for at in range(0, len(rows), _EMBED_STEP):
+            if self._stop.is_set():
+                raise _Halted
+            done += self._embed_rows(table, since, rows[at : at + _EMBED_STEP])
+        return done
+
+    def _embed_rows(self, table: str, since: int, rows: list[tuple[int, str, str]]) -> int:
         texts = list(dict.fromkeys(t for _, read, own in rows for t in (read, own)))
         if self.cache is not None:
             store = functools.partial(self._cache_vectors, since)

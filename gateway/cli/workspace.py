@@ -135,8 +135,9 @@ def workspace_move(
     data_dir: Path | None,
     config_file: Path | None,
 ) -> None:
-    """Move a workspace to another node: drain it, copy its folder node to node, verify every
-    file's SHA-256, switch it over, and delete the old copy once the new node serves it.
+    """Move a workspace to another node: copy its folder node to node while it is served, then
+    refuse it for a short final sync of what changed, verify every file's SHA-256, switch it over,
+    and delete the old copy once the new node serves it.
 
     A move whose command stops before the switch is called off after move_timeout (the workspace is
     served where it was); one that stops after it keeps the old copy until --finish, which deletes
@@ -169,7 +170,10 @@ def workspace_move(
             return
         assert target is not None
         report = mover.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
-    click.echo(f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files", err=True)
+    refused = "" if report.source is None else f"; calls refused for {report.refused_for:.2f} s"
+    click.echo(
+        f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files{refused}", err=True
+    )
 
 
 @workspace.command("restore")
@@ -242,8 +246,8 @@ def workspace_restore(
     )
 
 
-#: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (released, copied, flipped, served; a restore:
-#: half-sent, sent, settled, flipped), create
+#: Tests only: ``SEAM:FILE`` makes a move stop at SEAM (caught-up, released, copied, flipped, served;
+#: a restore: half-sent, sent, settled, flipped), create
 #: ``FILE.reached`` and wait until FILE exists — so a test can kill the command at that seam.
 TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
 

@@ -35,10 +35,17 @@ INTERNAL_REST_PREFIX = "/internal/v1/rest"
 FORWARDED_PRINCIPAL = "almanac.forwarded_principal"
 
 
-def unreachable(where: Forward, retry_after: float) -> Callable[[], NodeUnavailable]:
-    """The refusal for a forwarded call whose node does not answer (503 + Retry-After)."""
+#: How long, by default, a node waits for the node it forwards a call to (seconds): to connect, to
+#: send the call, for the start of the answer and between two pieces of it (setting ``forward_timeout``).
+FORWARD_TIMEOUT_S = 60.0
+
+
+def unreachable(where: Forward, retry_after: float, timeout: float) -> Callable[[], NodeUnavailable]:
+    """The refusal for a forwarded call whose node cannot be reached or does not answer within
+    ``timeout`` seconds (503 + Retry-After)."""
     return lambda: NodeUnavailable(
-        f"node {where.node!r}, which serves this workspace, cannot be reached; try again",
+        f"node {where.node!r}, which serves this workspace, cannot be reached or did not answer within "
+        f"{timeout:g} s; try again",
         retry_after=retry_after,
     )
 
@@ -60,10 +67,14 @@ def forwarded_headers(raw_headers: hdr.RawHeaders, signed: signing.Signed) -> hd
 class Forwarder:
     """Builds signed requests to other nodes and holds the one HTTP client that sends them."""
 
-    def __init__(self, secret: str, *, clock: Callable[[], float] = time.time) -> None:
-        self.secret, self.clock = secret, clock
-        # no read timeout: an SSE stream stays open as long as the engine keeps it open
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+    def __init__(
+        self, secret: str, *, timeout: float = FORWARD_TIMEOUT_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.secret, self.clock, self.timeout = secret, clock, timeout
+        # every wait bounded, the read between two pieces of an answer too: a node that accepts a
+        # call and never answers (hung, stopped) must not hold the call forever. A quiet SSE stream
+        # is not cut as long as this is longer than the engines' keep-alive (every 15 s).
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
 
     def request(
         self,

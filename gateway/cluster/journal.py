@@ -1,7 +1,8 @@
 """The record of moves (issue 15 item 3): how far each move of a workspace got, and what that
 leaves to do. Pure functions over frozen records; the SQL is :mod:`gateway.control.moves`.
 
-A move goes ``draining`` (begun: the workspace is refused everywhere, the source releases it) →
+A move goes ``draining`` (begun: its files are copied while the source serves it, then a final sync
+refuses it everywhere while the source releases it and the target catches up) →
 ``copied`` (the target holds a checked copy) → ``flipped`` (the placement names the target) →
 ``served`` (the target started the workspace on its copy) → ``cleaned`` (the source's old copy is
 deleted). A move stopped before the flip is ``called_off`` (by its command, or by the source node
@@ -38,6 +39,8 @@ class MoveRecord:
     began_at: float  # epoch seconds
     updated_at: float
     note: str = ""  # why it was called off, or what failed after the flip
+    sync_began_at: float | None = None  # its final sync began refusing the workspace (epoch seconds)
+    sync_ended_at: float | None = None  # it switched the workspace to its target: the refusal ended
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ def finish_problem(last: MoveRecord | None, placement: Placement | None) -> str 
 def describe(record: MoveRecord) -> str:
     """One line for ``--status``: what the move did and what, if anything, is left."""
     left = {
-        "draining": "under way: the workspace is refused everywhere until it ends or its deadline passes",
+        "draining": "under way: its files are copied while the source serves it, then a final sync "
+        "refuses it everywhere until the switch (or its deadline passes)",
         "copied": "under way: checked copy on the target, not yet switched",
         "flipped": "switched; the target has not served it yet and the old copy is kept: run --finish",
         "served": "switched and served by the target; the old copy is kept: run --finish",
@@ -107,6 +111,8 @@ def describe(record: MoveRecord) -> str:
         "discarded": "called off: the workspace stayed on the source; the target's copy is removed",
     }[record.state]
     note = f" ({record.note})" if record.note else ""
+    if record.sync_began_at is not None and record.sync_ended_at is not None:
+        note += f" (refused for {record.sync_ended_at - record.sync_began_at:.2f} s by its final sync)"
     return f"{record.source} -> {record.target}\t{record.state}\t{left}{note}"
 
 

@@ -2,30 +2,34 @@
 call to a node's :mod:`gateway.cluster.moves` endpoints over HTTP (the nodes may be on different
 hosts) or one row change in the control plane:
 
-1. mark the placement as moving: every node answers the workspace's calls 503 ``workspace_moving``
-   with a short ``Retry-After``;
-2. the source node releases it: refuses it locally at once, lets the calls in flight finish, stops
-   its engine, and lists its files with their SHA-256;
-3. the target node pulls every file from the source, checks each one, and lists what it now has;
-   the two lists must be the same, file by file;
-4. flip the placement to the target;
+1. mark the placement as moving, its source still serving it;
+2. copy while the source serves: the target pulls every file of the source's folder as the source
+   lists it (a *snapshot*), then again what changed meanwhile (*catch-up* passes, until one takes
+   less than :data:`CLOSE_ENOUGH_S` or after :data:`CATCH_UP_PASSES`), comparing sizes and SHA-256;
+3. the final sync: every node refuses the workspace (503 ``workspace_moving``, told to wait as long
+   as the last catch-up pass took); the source releases it — refuses it locally at once, lets the
+   calls in flight finish, stops its engine, and lists its files with their SHA-256 — and the target
+   fetches what still differs, checks every file, and lists what it now has: the two lists must be
+   the same, file by file;
+4. flip the placement to the target (the refusal ends: calls go to the target);
 5. the target starts the workspace's engine on the copy (it serves it);
 6. only then the source deletes its old copy.
 
-Anything failing before the flip calls the move off (the target's partial copy is discarded, the
+Anything failing before the flip calls the move off (the target removes what it received, the
 source serves the workspace again); nothing is deleted before the target has served the copy.
 
-The drain is a lease: the move is recorded (:mod:`gateway.control.moves`) with a deadline that a
-thread of this command pushes forward while it works. A command that dies before the flip pushes
-nothing, and the source node calls the move off once the deadline has passed. One that dies after
-the flip leaves the old copy on the source: :func:`finish` (``--finish``) completes the move — and
-every earlier move that left an old copy too.
+The move is a lease: it is recorded (:mod:`gateway.control.moves`) with a deadline that a thread of
+this command pushes forward while it works. A command that dies before the flip pushes nothing, and
+the source node calls the move off once the deadline has passed. One that dies after the flip
+leaves the old copy on the source: :func:`finish` (``--finish``) completes the move — and every
+earlier move that left an old copy too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +48,10 @@ from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
 _TIMEOUT = httpx.Timeout(30.0, read=600.0)
 #: How long the target node is asked to start the moved workspace before the move gives up (seconds).
 OPEN_DEADLINE_S = 120.0
+#: At most this many catch-up passes follow the first copy, while the source serves.
+CATCH_UP_PASSES = 3
+#: A catch-up pass quicker than this (seconds) leaves little for the final sync: it begins.
+CLOSE_ENOUGH_S = 0.5
 
 
 class MovePlane(Protocol):
@@ -53,8 +61,16 @@ class MovePlane(Protocol):
     def move_record(self, move_id: str) -> MoveRecord | None: ...
     def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
     def begin_move(
-        self, workspace_id: str, source: str, target: str, *, now: float, timeout: float
+        self,
+        workspace_id: str,
+        source: str,
+        target: str,
+        *,
+        now: float,
+        timeout: float,
+        copying: bool = False,
     ) -> MoveRecord: ...
+    def begin_final_sync(self, move_id: str, *, now: float, timeout: float, ends: float) -> None: ...
     def advance_move(
         self, move_id: str, *, now: float, timeout: float, state: State | None = None
     ) -> None: ...
@@ -82,6 +98,7 @@ class MoveReport:
     target: str
     files: int
     bytes: int
+    refused_for: float = 0.0  # how long the final sync refused the workspace (seconds)
 
 
 class NodeCalls:
@@ -156,15 +173,21 @@ class NodeCalls:
         except httpx.TransportError as exc:
             raise MoveFailed(f"node {node.name!r} at {node.advertise_url} cannot be reached ({exc})") from exc
         if not response.is_success:
-            raise MoveFailed(
-                f"node {node.name!r} refused to {step or 'delete'}: "
-                f"HTTP {response.status_code} {response.text}"
-            )
+            raise MoveFailed(f"node {node.name!r} could not {step or 'delete'}: {refusal(response)}")
         found: dict[str, Any] = response.json()
         return found
 
     def close(self) -> None:
         self.http.close()
+
+
+def refusal(response: httpx.Response) -> str:
+    """What a node's error answer says (its JSON error's message and code), else its status and text."""
+    try:
+        error = response.json()["error"]
+        return f"{error['message']} ({error['code']}, HTTP {response.status_code})"
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code} {response.text}"
 
 
 def _live_nodes(
@@ -307,39 +330,88 @@ def _move(
     say: Callable[[str], None],
     pause: Callable[[str], None],
 ) -> MoveReport:
-    move = store.begin_move(workspace_id, source.name, target.name, now=clock(), timeout=config.timeout)
-    say(f"draining workspace {workspace_id} on {source.name} (its calls get 503 + Retry-After meanwhile)")
-    flipped = copied = False
+    move = store.begin_move(
+        workspace_id, source.name, target.name, now=clock(), timeout=config.timeout, copying=True
+    )
+    say(f"copying workspace {workspace_id} from {source.name} to {target.name} while {source.name} serves it")
+    flipped = False
     try:
         with Renewer(store, move.id, config.timeout, clock):
-            released = manifest.from_json(link.call(source, "POST", workspace_id, "release")["manifest"])
+            wait = _copy_while_serving(link, move, source, target, say=say)
+            pause("caught-up")
+            began = time.monotonic()
+            store.begin_final_sync(move.id, now=clock(), timeout=config.timeout, ends=clock() + wait)
+            say(
+                f"final sync: workspace {workspace_id} refused everywhere meanwhile "
+                f"(Retry-After: {math.ceil(max(1.0, wait))} s)"
+            )
+            reply = link.call(source, "POST", workspace_id, "release", {"retry_after": wait})
+            releasing = time.monotonic() - began
+            released = manifest.from_json(reply["manifest"])
             size = sum(e.size for e in released)
             pause("released")
             store.advance_move(move.id, now=clock(), timeout=config.timeout)
-            say(f"copying {len(released)} files ({size} bytes) from {source.name} to {target.name}")
-            order = {
-                "source": source.name,
-                "url": source.advertise_url,
-                "manifest": manifest.to_json(released),
-            }
-            pulled = manifest.from_json(link.call(target, "POST", workspace_id, "pull", order)["manifest"])
-            copied = True
+            final = link.call(
+                target, "POST", workspace_id, "pull", _order(move, source, released, final=True)
+            )
+            pulled = manifest.from_json(final["manifest"])
             problems = manifest.differences(released, pulled)
             if problems:
                 raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
             store.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
             pause("copied")
-            say(f"verified {len(pulled)} files by SHA-256; switching the workspace to {target.name}")
             store.finish_move(move, now=clock(), lease=config.lease)
             flipped = True
+            refused = time.monotonic() - began
     except BaseException as exc:
         if not flipped:
             reason = exc.message if isinstance(exc, GatewayError) else f"the command stopped ({exc!r})"
-            _call_off(store, link, move, source, target, copied=copied, clock=clock, reason=reason)
+            _call_off(store, link, move, source, target, clock=clock, reason=reason)
         raise
+    with contextlib.suppress(MoveFailed):  # its calls go to the target now (else at its next heartbeat)
+        link.call(source, "POST", workspace_id, "resume")
+    say(
+        f"switched workspace {workspace_id} to {target.name}: {len(pulled)} files ({size} bytes) verified by "
+        f"SHA-256; the final sync copied {final['fetched']} of them and refused calls for {refused:.2f} s "
+        f"({releasing:.2f} s of it to stop the workspace on {source.name})"
+    )
     pause("flipped")
     _complete(store, link, move, source, target, clock=clock, say=say, pause=pause)
-    return MoveReport(workspace_id, source.name, target.name, len(pulled), size)
+    return MoveReport(workspace_id, source.name, target.name, len(pulled), size, refused)
+
+
+def _order(
+    move: MoveRecord, source: Node, wanted: tuple[manifest.Entry, ...], *, fresh: bool = False, final: bool
+) -> dict[str, Any]:
+    return {
+        "source": source.name,
+        "url": source.advertise_url,
+        "manifest": manifest.to_json(wanted),
+        "move": move.id,
+        "fresh": fresh,
+        "final": final,
+    }
+
+
+def _copy_while_serving(
+    link: NodeCalls, move: MoveRecord, source: Node, target: Node, *, say: Callable[[str], None]
+) -> float:
+    """The first copy and the catch-up passes, the source serving the workspace meanwhile; returns
+    how long the last pass took (seconds): what the final sync is expected to take."""
+    took = 0.0
+    for number in range(1 + CATCH_UP_PASSES):
+        began = time.monotonic()
+        listed = manifest.from_json(link.call(source, "POST", move.workspace_id, "snapshot")["manifest"])
+        order = _order(move, source, listed, fresh=number == 0, final=False)
+        reply = link.call(target, "POST", move.workspace_id, "pull", order)
+        took = time.monotonic() - began
+        say(
+            f"pass {number + 1}: copied {reply['fetched']} of {len(listed)} files ({reply['bytes']} bytes) "
+            f"in {took:.2f} s while {source.name} served the workspace"
+        )
+        if number > 0 and took < CLOSE_ENOUGH_S:
+            break
+    return took
 
 
 def _complete(
@@ -463,16 +535,17 @@ def _call_off(
     source: Node,
     target: Node,
     *,
-    copied: bool,
     clock: Callable[[], float],
     reason: str,
 ) -> None:
-    """The move failed before the flip: the workspace stays on the source, served again."""
+    """The move failed before the flip: the workspace stays on the source, served again; the target
+    removes whatever it received (its staging folder, or a settled copy never placed there) — at
+    once, or, if it cannot be reached, by itself once it heartbeats again (the move stays
+    ``called_off`` until then)."""
     if not store.abort_move(move, now=clock(), reason=reason):
         return  # called off already (its deadline passed): the source serves it again by itself
     with contextlib.suppress(MoveFailed):  # else the source's heartbeat resumes it
         link.call(source, "POST", move.workspace_id, "resume")
     with contextlib.suppress(MoveFailed):  # else the target removes it by itself
-        if copied:  # the target's copy, settled but not placed there: not the workspace's data
-            link.call(target, "DELETE", move.workspace_id, "")
+        link.call(target, "DELETE", move.workspace_id, "")
         store.record_move(move.id, "discarded", now=clock(), note=reason)

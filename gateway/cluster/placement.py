@@ -53,9 +53,11 @@ class Placement:
     workspace_id: str
     node: str
     lease_expires_at: float  # epoch seconds
-    moving_to: str | None = None  # a move to that node is under way: nobody serves it meanwhile
+    moving_to: str | None = None  # a move to that node is under way (refused during its final sync)
     move_id: str | None = None  # that move's record (gateway.cluster.journal)
     move_deadline: float | None = None  # the move is called off if its command has not advanced it by then
+    move_copying: bool = False  # the move copies while its source still serves (before its final sync)
+    move_sync_ends: float | None = None  # when the move's final sync should end (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,21 @@ class Unavailable:
     volume: bool = False  # lost because its node runs on a volume not its own (503: the operator can mend it)
 
 
-#: What a call for a workspace being moved is told to wait (seconds): a move takes moments.
+#: The least a call for a workspace being moved is told to wait (seconds); more while the final
+#: sync is expected to last longer (:func:`moving_retry_after`).
 MOVING_RETRY_AFTER = 1.0
 #: What a call for a workspace being restored from a backup is told to wait (seconds).
 RESTORING_RETRY_AFTER = 5.0
 
 Route = Local | Forward | Unavailable
+
+
+def moving_retry_after(sync_ends: float | None, *, now: float) -> float:
+    """What a call refused during a move's final sync is told to wait: until the sync's expected end,
+    at least :data:`MOVING_RETRY_AFTER` (rounded up to whole seconds when rendered)."""
+    if sync_ends is None:
+        return MOVING_RETRY_AFTER
+    return max(MOVING_RETRY_AFTER, sync_ends - now)
 
 
 def is_live(node: Node, *, now: float, heartbeat_timeout: float) -> bool:
@@ -126,9 +137,11 @@ def route(
     owner = next((n for n in nodes if n.name == placement.node), None)
     if placement.moving_to is not None and owner is not None and owner.lost:  # a restore
         return restore_under_way(placement, owner.name, now=now)
-    if placement.moving_to is not None:
+    if placement.moving_to is not None and not placement.move_copying:
         return Unavailable(
-            f"this workspace is being moved to node {placement.moving_to!r}", MOVING_RETRY_AFTER, moving=True
+            f"this workspace is being moved to node {placement.moving_to!r}",
+            moving_retry_after(placement.move_sync_ends, now=now),
+            moving=True,
         )
     if owner is not None and owner.lost:  # whatever its heartbeat says: even the lost node itself
         return Unavailable(

@@ -106,7 +106,7 @@ class RestForwarding:
             receive,
             send,
             on_response=refused_between_nodes,
-            unreachable=unreachable(where, self.proxy.retry_after),
+            unreachable=unreachable(where, self.proxy.retry_after, self.link.forwarder.timeout),
             response_headers=relayed_headers,
         )
 

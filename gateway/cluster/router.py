@@ -27,7 +27,6 @@ from typing import Protocol
 
 from gateway.cluster.fencing import Fence
 from gateway.cluster.placement import (
-    MOVING_RETRY_AFTER,
     Forward,
     Local,
     Node,
@@ -35,6 +34,7 @@ from gateway.cluster.placement import (
     PlacementError,
     Route,
     Unavailable,
+    moving_retry_after,
     route,
 )
 from gateway.edge.principals import off_loop
@@ -49,6 +49,9 @@ from gateway.errors import (
 
 #: How long a placement and the node list are reused (seconds).
 TTL_S = 0.5
+#: How long a placement refused by a move's final sync is reused (seconds): the switch that ends
+#: the refusal is seen within this.
+REFUSING_TTL_S = 0.05
 
 
 class _Placements(Protocol):
@@ -93,18 +96,21 @@ class Router:
         self.fence = fence
         self.has_folder = has_folder  # whether this node's disk holds the workspace's folder
         self._seen: dict[str, _Seen] = {}
-        self._held: set[str] = set()  # being moved away from here: refused whatever the rows say
+        # being moved away from here (the move's final sync): refused whatever the rows say, each
+        # call told to wait until the sync's expected end
+        self._held: dict[str, float] = {}
 
-    def hold(self, workspace_id: str) -> None:
-        """Refuse ``workspace_id`` here from now on (a move away from this node has begun)."""
-        self._held.add(workspace_id)
+    def hold(self, workspace_id: str, *, until: float | None = None) -> None:
+        """Refuse ``workspace_id`` here from now on (a move away from this node is in its final sync,
+        expected to end at ``until``)."""
+        self._held[workspace_id] = self.clock() if until is None else until
 
     @property
     def held(self) -> frozenset[str]:
         return frozenset(self._held)
 
     def unhold(self, workspace_id: str) -> None:
-        self._held.discard(workspace_id)
+        self._held.pop(workspace_id, None)
         self.forget(workspace_id)
 
     def _lookup(self, workspace_id: str, now: float) -> _Seen:
@@ -124,13 +130,16 @@ class Router:
 
     async def route(self, workspace_id: str) -> Route:
         """Serve here, forward to the owner, or refuse (503 + Retry-After) — never a second engine."""
-        if workspace_id in self._held:
-            return Unavailable(
-                "this workspace is being moved away from this node", MOVING_RETRY_AFTER, moving=True
-            )
         now = self.clock()
+        until = self._held.get(workspace_id)
+        if until is not None:
+            return Unavailable(
+                "this workspace is being moved away from this node",
+                moving_retry_after(until, now=now),
+                moving=True,
+            )
         seen = self._seen.get(workspace_id)
-        if seen is None or not 0.0 <= now - seen.fetched < self.ttl:
+        if seen is None or not 0.0 <= now - seen.fetched < self._ttl_of(seen):
             try:
                 seen = await off_loop(self._lookup, workspace_id, now)
             except PlacementError as exc:
@@ -162,6 +171,14 @@ class Router:
             if refused is not None:
                 return Unavailable(refused[0], refused[1])
         return where
+
+    def _ttl_of(self, seen: _Seen) -> float:
+        """How long a placement read is reused: :data:`REFUSING_TTL_S` while a move's final sync
+        refuses it (its switch is then seen at once), else ``ttl``."""
+        placement = seen.placement
+        if placement.moving_to is not None and not placement.move_copying:
+            return min(self.ttl, REFUSING_TTL_S)
+        return self.ttl
 
     def forget(self, workspace_id: str | None = None) -> None:
         """Ask the control plane again next time (for one workspace, or all)."""

@@ -22,7 +22,10 @@ from gateway.control.oauth import epoch, iso
 from gateway.control.plane import AuditedPlane
 from gateway.errors import BadRequest, MoveCalledOff
 
-_MOVES = "SELECT id, workspace_id, source, target, state, began_at, updated_at, note FROM moves"
+_MOVES = (
+    "SELECT id, workspace_id, source, target, state, began_at, updated_at, note, sync_began_at, "
+    "sync_ended_at FROM moves"
+)
 
 
 def _record(row: tuple[object, ...]) -> MoveRecord:
@@ -36,6 +39,8 @@ def _record(row: tuple[object, ...]) -> MoveRecord:
         epoch(str(row[5])),
         epoch(str(row[6])),
         str(row[7]),
+        None if row[8] is None else epoch(str(row[8])),
+        None if row[9] is None else epoch(str(row[9])),
     )
 
 
@@ -59,7 +64,8 @@ def _call_off_lapsed(plane: AuditedPlane, move_ids: list[str], *, now: float) ->
     for move_id in move_ids:
         with plane._db.transaction():
             cleared = plane._db.execute(
-                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
+                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL, "
+                "move_copying = 0, move_sync_ends = NULL "
                 "WHERE move_id = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
                 (move_id, iso(now)),
             ).rowcount
@@ -102,11 +108,20 @@ class MoveQueries:
         return [_record(r) for r in rows]
 
     def begin_move(
-        self: AuditedPlane, workspace_id: str, source: str, target: str, *, now: float, timeout: float
+        self: AuditedPlane,
+        workspace_id: str,
+        source: str,
+        target: str,
+        *,
+        now: float,
+        timeout: float,
+        copying: bool = False,
     ) -> MoveRecord:
         """Mark the workspace as moving from ``source`` to ``target`` until ``now + timeout``: every
-        node refuses its calls until the move flips it, is called off, or lapses. Refused when it is
-        not on ``source``, another move of it is under way, or its owner is being erased."""
+        node refuses its calls until the move flips it, is called off, or lapses — or, ``copying``,
+        only from :meth:`begin_final_sync` on (its source serves it while its files are copied).
+        Refused when it is not on ``source``, another move of it is under way, or its owner is being
+        erased."""
         move = MoveRecord(secrets.token_hex(8), workspace_id, source, target, "draining", now, now)
         with self._db.transaction():
             # the owner's row first (as an account erase's lock-out takes it): no move begins for an
@@ -122,9 +137,9 @@ class MoveQueries:
                     "not moved (nothing changed)"
                 )
             moved = self._db.execute(
-                "UPDATE placements SET moving_to = ?, move_id = ?, move_deadline = ? "
-                "WHERE workspace_id = ? AND node = ? AND moving_to IS NULL",
-                (target, move.id, iso(now + timeout), workspace_id, source),
+                "UPDATE placements SET moving_to = ?, move_id = ?, move_deadline = ?, move_copying = ?, "
+                "move_sync_ends = NULL WHERE workspace_id = ? AND node = ? AND moving_to IS NULL",
+                (target, move.id, iso(now + timeout), int(copying), workspace_id, source),
             ).rowcount
             if moved == 0:
                 raise BadRequest(
@@ -156,12 +171,32 @@ class MoveQueries:
                     "UPDATE moves SET state = ?, updated_at = ? WHERE id = ?", (state, iso(now), move_id)
                 )
 
+    def begin_final_sync(
+        self: AuditedPlane, move_id: str, *, now: float, timeout: float, ends: float
+    ) -> None:
+        """The move's final sync begins: every node refuses the workspace from now on (its calls told
+        to wait until ``ends``, the sync's expected end), and the deadline becomes ``now + timeout``.
+        Raises :class:`MoveCalledOff` when the move is no longer under way."""
+        with self._db.transaction():
+            marked = self._db.execute(
+                "UPDATE placements SET move_copying = 0, move_sync_ends = ?, move_deadline = ? "
+                "WHERE move_id = ? AND moving_to IS NOT NULL",
+                (iso(ends), iso(now + timeout), move_id),
+            ).rowcount
+            if marked == 0:
+                raise MoveCalledOff(f"move {move_id} is no longer under way: it was called off")
+            self._db.execute(
+                "UPDATE moves SET sync_began_at = ?, updated_at = ? WHERE id = ?",
+                (iso(now), iso(now), move_id),
+            )
+
     def finish_move(self: AuditedPlane, move: MoveRecord, *, now: float, lease: float) -> None:
         """Flip the placement to the move's target (its lease starts now) — only while this very
         move is under way: a move called off, or replaced by another, is refused."""
         with self._db.transaction():
             flipped = self._db.execute(
                 "UPDATE placements SET node = ?, moving_to = NULL, move_id = NULL, move_deadline = NULL, "
+                "move_copying = 0, move_sync_ends = NULL, "
                 "lease_expires_at = ?, placed_at = ? "
                 "WHERE workspace_id = ? AND node = ? AND moving_to = ? AND move_id = ?",
                 (
@@ -181,7 +216,8 @@ class MoveQueries:
                     f"{move.source!r}"
                 )
             self._db.execute(
-                "UPDATE moves SET state = 'flipped', updated_at = ? WHERE id = ?", (iso(now), move.id)
+                "UPDATE moves SET state = 'flipped', updated_at = ?, sync_ended_at = ? WHERE id = ?",
+                (iso(now), iso(now), move.id),
             )
             _audit_move(self, "workspace.move.flip", move)
 
@@ -190,7 +226,8 @@ class MoveQueries:
         (nothing changed) when it was no longer under way."""
         with self._db.transaction():
             cleared = self._db.execute(
-                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL "
+                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL, "
+                "move_copying = 0, move_sync_ends = NULL "
                 "WHERE workspace_id = ? AND node = ? AND move_id = ?",
                 (move.workspace_id, move.source, move.id),
             ).rowcount

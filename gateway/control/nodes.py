@@ -174,8 +174,8 @@ class NodeQueries:
 
     def placement(self: _Plane, workspace_id: str) -> Placement | None:
         row = self._db.execute(
-            "SELECT workspace_id, node, lease_expires_at, moving_to, move_id, move_deadline FROM placements "
-            "WHERE workspace_id = ?",
+            "SELECT workspace_id, node, lease_expires_at, moving_to, move_id, move_deadline, move_copying, "
+            "move_sync_ends FROM placements WHERE workspace_id = ?",
             (workspace_id,),
         ).fetchone()
         if row is None:
@@ -183,7 +183,17 @@ class NodeQueries:
         moving_to = None if row[3] is None else str(row[3])
         move_id = None if row[4] is None else str(row[4])
         deadline = None if row[5] is None else epoch(str(row[5]))
-        return Placement(str(row[0]), str(row[1]), epoch(str(row[2])), moving_to, move_id, deadline)
+        sync_ends = None if row[7] is None else epoch(str(row[7]))
+        return Placement(
+            str(row[0]),
+            str(row[1]),
+            epoch(str(row[2])),
+            moving_to,
+            move_id,
+            deadline,
+            move_copying=bool(row[6]),
+            move_sync_ends=sync_ends,
+        )
 
     def place_on(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
         """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served, one

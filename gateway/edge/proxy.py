@@ -372,7 +372,7 @@ class McpProxy:
                     receive,
                     send,
                     on_response=refused_between_nodes,
-                    unreachable=unreachable(where, self.retry_after),
+                    unreachable=unreachable(where, self.retry_after, self.cluster.forwarder.timeout),
                 )
                 return
             if isinstance(where, Unavailable):

@@ -16,6 +16,7 @@ from gateway.cluster.placement import (
     Unavailable,
     choose_node,
     is_live,
+    moving_retry_after,
     route,
 )
 
@@ -131,3 +132,22 @@ def test_a_workspace_on_a_node_declared_lost_is_refused_everywhere_even_on_that_
     assert "stopped half-way" in lapsed.reason and "--abandon" in lapsed.reason
     # and it takes nothing new, however few workspaces it holds
     assert choose_node([_node("a", workspaces=9), lost], now=NOW, heartbeat_timeout=TIMEOUT).name == "a"
+
+
+@pytest.mark.req("run:scale-out")
+def test_a_moving_workspace_is_served_by_its_source_until_the_final_sync_then_told_how_long_to_wait() -> None:
+    nodes = [_node("a"), _node("b")]
+    copying = Placement(
+        "ws_1", "a", NOW + 30, moving_to="b", move_id="m1", move_deadline=NOW + 60, move_copying=True
+    )
+    assert route(copying, nodes, here="a", now=NOW, heartbeat_timeout=TIMEOUT, retry_after=5) == Local()
+    through_b = route(copying, nodes, here="b", now=NOW, heartbeat_timeout=TIMEOUT, retry_after=5)
+    assert through_b == Forward("a", "http://a.internal:8080")  # the target serves nothing yet
+    syncing = Placement(
+        "ws_1", "a", NOW + 30, moving_to="b", move_id="m1", move_deadline=NOW + 60, move_sync_ends=NOW + 2.4
+    )
+    for here, now, wait in (("a", NOW, 2.4), ("b", NOW + 2.0, 1.0), ("b", NOW + 9.0, 1.0)):
+        refused = route(syncing, nodes, here=here, now=now, heartbeat_timeout=TIMEOUT, retry_after=5)
+        assert isinstance(refused, Unavailable) and refused.moving
+        assert refused.retry_after == pytest.approx(wait)  # counting down, at least a second
+    assert moving_retry_after(None, now=NOW) == 1.0  # a move marked without an estimate

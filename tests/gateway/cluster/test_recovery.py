@@ -197,7 +197,7 @@ def _restore_checked_midway(
         wrong = [{"path": "notes/forged.md", "size": 6, "sha256": "0" * 64}]
         calls = NodeCalls(SECRET, time.time)
         try:
-            with pytest.raises(MoveFailed, match=r"HTTP 400.*differs from the backup"):
+            with pytest.raises(MoveFailed, match=r"differs from the backup.*\(bad_request, HTTP 400\)"):
                 calls.call(node_a, "POST", workspace, "restore/settle", wrong)
         finally:
             calls.close()
