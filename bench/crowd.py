@@ -85,6 +85,7 @@ class Outcome:
     engine_starts: int = 0
     elapsed: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds in the timed window, by role
+    engines_gone: bool = False  # an engine exited in the window: the engines' CPU is a lower bound
     engines: list[tuple[int, int]] = field(default_factory=list)  # (PSS, fds) of each running engine
 
     @property
@@ -333,12 +334,12 @@ async def measure(
             if row.sleeping:
                 tg.start_soon(conductor, space)
         await ready.wait()
-        before = cpu_by_role(run)
+        before = cpu_by_process(run)
         began = time.monotonic()
         deadline[0] = began + seconds
         await anyio.sleep(seconds)
-        after = cpu_by_role(run)
-        out.cpu = {role: after[role] - before.get(role, 0.0) for role in after}
+        after = cpu_by_process(run)
+        out.cpu, out.engines_gone = cpu_in_window(before, after)
         out.engines = engine_footprints(run)
     out.elapsed = seconds
 
@@ -357,22 +358,32 @@ def engine_footprints(run: GatewayRun) -> list[tuple[int, int]]:
     return found
 
 
-def cpu_by_role(run: GatewayRun) -> dict[str, float]:
-    """CPU seconds so far of the bench's own process (the clients), the gateway, its workspace
-    engines (those running now) and the shared embedder."""
+def cpu_by_process(run: GatewayRun) -> dict[tuple[str, int], float]:
+    """CPU seconds so far, by (role, pid): the bench's own process (the clients), the gateway, each
+    workspace engine running now and the shared embedder."""
     assert run.served is not None
     gateway = run.served.proc.pid
-    found = {"clients": cpu_seconds(os.getpid()), "gateway": cpu_seconds(gateway), "engines": 0.0}
+    found = {("clients", os.getpid()): cpu_seconds(os.getpid()), ("gateway", gateway): cpu_seconds(gateway)}
     for role, pid in engine_children(gateway).items():
+        if role == "spare":
+            continue
         try:
-            used = cpu_seconds(pid)
+            found["embedder" if role == "embedder" else "engines", pid] = cpu_seconds(pid)
         except OSError:  # it exited meanwhile
             continue
-        if role == "embedder":
-            found["embedder"] = used
-        elif role != "spare":
-            found["engines"] += used
     return found
+
+
+def cpu_in_window(
+    before: dict[tuple[str, int], float], after: dict[tuple[str, int], float]
+) -> tuple[dict[str, float], bool]:
+    """CPU seconds by role between two readings, process by process, and whether an engine exited
+    in between (its CPU in the window is then missing: the engines' figure is a lower bound)."""
+    spent: dict[str, float] = {"engines": 0.0}
+    for (role, pid), used in after.items():
+        spent[role] = spent.get(role, 0.0) + used - before.get((role, pid), 0.0)
+    gone = any(key[0] == "engines" and key not in after for key in before)
+    return spent, gone
 
 
 async def read_back(run: GatewayRun, spaces: list[Space], out: Outcome, readers: int = 4) -> None:

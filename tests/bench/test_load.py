@@ -53,3 +53,29 @@ def test_the_full_table_has_every_row_the_issue_names() -> None:
     assert one == {(n, mix) for n in (1, 2, 8, 32) for mix in load.MIXES}
     assert {r.workspaces for r in rows if r.sleeping} == {4, 16, 50}
     assert any(r.limited for r in rows) and any(not r.limited for r in rows)
+
+
+@pytest.mark.req("rel:load")
+def test_cpu_is_counted_process_by_process_and_an_engine_gone_makes_a_lower_bound() -> None:
+    before = {("clients", 1): 1.0, ("gateway", 2): 2.0, ("engines", 3): 5.0, ("engines", 4): 7.0}
+    after = {("clients", 1): 1.5, ("gateway", 2): 2.25, ("engines", 4): 7.5, ("engines", 5): 0.25}
+    spent, gone = crowd.cpu_in_window(before, after)
+    assert spent == {"clients": 0.5, "gateway": 0.25, "engines": 0.75}  # never the sleeper's 5 s
+    assert gone
+    same = {**before, ("engines", 3): 6.0}
+    assert crowd.cpu_in_window(before, same) == ({"clients": 0.0, "gateway": 0.0, "engines": 1.0}, False)
+
+
+@pytest.mark.req("rel:load")
+def test_a_row_with_a_target_says_no_when_it_misses_it() -> None:
+    row = crowd.Row.parse("8x1:mixed")
+    slow = crowd.Outcome(row, 10.0, latencies=[0.01] * 98 + [0.2] * 2)
+    slow.elapsed = 10.0
+    assert (
+        "| 8 × 1 mixed | ≥ 400 calls/s, p99 ≤ 50 ms | 10 calls/s, p99 200.0 ms | **no** |"
+        in load.verdicts([slow])
+    )
+    fast = crowd.Outcome(row, 1.0, latencies=[0.01] * 500)
+    fast.elapsed = 1.0
+    assert load.verdicts([fast]).rstrip().endswith("| yes |")
+    assert load.verdicts([crowd.Outcome(crowd.Row.parse("2x1:reads"), 1.0, latencies=[0.01])]) == ""
