@@ -1,1 +1,1 @@
-"""Running past one host: which node serves a workspace (issue 15)."""
+"""Running past one host: which node serves a workspace (``run:scale-out``)."""

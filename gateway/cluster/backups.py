@@ -1,4 +1,4 @@
-"""What ``almanac workspace restore`` restores from (issue 15): a backup folder (a copy of the
+"""What ``almanac workspace restore`` restores from (``run:scale-out``): a backup folder (a copy of the
 workspace's folder, from a volume snapshot or a sync) or an owner's export (the zip ``almanac
 export`` and the dashboard's Export produce: every file of the store plus ``almanac-export.json``,
 which lists each file's size and SHA-256 — docs/cli.md, ``almanac export``).

@@ -1,5 +1,5 @@
 """An account erase reaches every copy (SPEC §5 ``life:delete``: "account erasure … removes
-everything"; issue 15, ``run:scale-out``). Besides the copy a workspace is placed on (erased by its
+everything"; ``run:scale-out``). Besides the copy a workspace is placed on (erased by its
 node with its engine), a move may have left others: the old copy on the source of a move whose
 command died after the switch, the unused copy on the target of a move called off. The moves
 records name them (:func:`~gateway.cluster.journal.nodes_keeping_copies`); each such node is asked,

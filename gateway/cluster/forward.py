@@ -1,4 +1,4 @@
-"""Sending a call on to the node that serves its workspace (issue 15, ``run:scale-out``).
+"""Sending a call on to the node that serves its workspace (``run:scale-out``).
 
 The proxy (:mod:`gateway.edge.proxy`) streams the request and the answer exactly as it does with a
 local engine; this module only builds the request: the client's MCP headers (never its

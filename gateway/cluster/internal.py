@@ -1,4 +1,4 @@
-"""The owner node's side of a forwarded call: ``/internal/v1/mcp`` (issue 15, ``run:scale-out``).
+"""The owner node's side of a forwarded call: ``/internal/v1/mcp`` (``run:scale-out``).
 
 Only other nodes call it. A request must carry a principal and a valid HMAC signature made with the
 cluster secret for this node, this path, this body and a timestamp within the window; anything else

@@ -1,4 +1,4 @@
-"""The owner node's side of another node's *pages* (issue 15, ``run:scale-out``): the engine calls
+"""The owner node's side of another node's *pages* (``run:scale-out``): the engine calls
 of :mod:`gateway.cluster.remote`.
 
 - ``/internal/v1/engine/{mcp | admin/…}``: a signed request is passed to this node's engine for

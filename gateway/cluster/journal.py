@@ -1,4 +1,4 @@
-"""The record of moves (issue 15 item 3): how far each move of a workspace got, and what that
+"""The record of moves (``run:scale-out``): how far each move of a workspace got, and what that
 leaves to do. Pure functions over frozen records; the SQL is :mod:`gateway.control.moves`.
 
 A move goes ``draining`` (begun: its files are copied while the source serves it, then a final sync

@@ -1,5 +1,5 @@
 """What a workspace's folder holds, file by file, to copy it between nodes and prove the copy
-(issue 15 item 3): each regular file's path (relative, ``/``-separated), size and SHA-256.
+(``run:scale-out``): each regular file's path (relative, ``/``-separated), size and SHA-256.
 
 :class:`Hashes` lists a folder again and again while a move copies it — the source's while its
 engine still writes, the target's staging folder after each pass — hashing again only the files

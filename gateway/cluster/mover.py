@@ -1,4 +1,4 @@
-"""``almanac workspace move WS --to NODE`` (issue 15 item 3): the steps, in order, each one a signed
+"""``almanac workspace move WS --to NODE`` (``run:scale-out``): the steps, in order, each one a signed
 call to a node's :mod:`gateway.cluster.moves` endpoints over HTTP (the nodes may be on different
 hosts) or one row change in the control plane:
 

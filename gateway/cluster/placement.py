@@ -1,5 +1,5 @@
 """Where a workspace is served, decided from the control plane's ``nodes`` and ``placements`` rows
-(issue 15, ``run:scale-out`` groundwork). Pure functions over frozen records; the SQL that reads and
+(``run:scale-out``). Pure functions over frozen records; the SQL that reads and
 writes those rows is :mod:`gateway.control.nodes`.
 
 A *node* is one ``almanac serve`` with its own data directory. It is *live* while its heartbeat is

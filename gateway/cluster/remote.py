@@ -1,5 +1,5 @@
-"""Engines anywhere: what the server-rendered pages lease an engine through (issue 15,
-``run:scale-out``).
+"""Engines anywhere: what the server-rendered pages lease an engine through
+(``run:scale-out``).
 
 In node mode a browser may reach any node, and the workspace it looks at may be placed on another.
 The page is rendered here (its session and CSRF token are checked here, in the shared control

@@ -1,4 +1,4 @@
-"""``almanac workspace restore WS --from SOURCE --to NODE`` (issue 15): put a workspace whose node
+"""``almanac workspace restore WS --from SOURCE --to NODE`` (``run:scale-out``): put a workspace whose node
 was declared lost (``almanac node lost``) back in service on another node, from a backup folder — a
 copy of its folder from a volume snapshot or an object-storage sync (deploy/SCALING.md, "Backups")
 — or from the owner's export zip (:mod:`gateway.cluster.backups` checks either before anything is

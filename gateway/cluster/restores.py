@@ -1,4 +1,4 @@
-"""A node's side of restoring a lost workspace from a backup (issue 15; driven by ``almanac workspace
+"""A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac workspace
 restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.moves`,
 whose folder, staging folder and per-workspace lock these share), every endpoint answers only the
 cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401

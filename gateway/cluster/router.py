@@ -1,4 +1,4 @@
-"""Where each call goes, in node mode (issue 15, ``run:scale-out``): the I/O shell around the pure
+"""Where each call goes, in node mode (``run:scale-out``): the I/O shell around the pure
 :func:`~gateway.cluster.placement.route`.
 
 Every call asks :meth:`Router.route` for its workspace. The placement row and the node list are

@@ -1,5 +1,5 @@
-"""How one node tells another "this call is for workspace W, on behalf of this principal" (issue 15,
-``run:scale-out``). Pure functions; the HTTP shells are :mod:`gateway.cluster.forward` and
+"""How one node tells another "this call is for workspace W, on behalf of this principal"
+(``run:scale-out``). Pure functions; the HTTP shells are :mod:`gateway.cluster.forward` and
 :mod:`gateway.cluster.internal`.
 
 The edge node has already authenticated the client and applied its rules; the client's token never

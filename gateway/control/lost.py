@@ -1,4 +1,4 @@
-"""A node lost for good (issue 15): the control plane's side of ``almanac node lost NAME --confirm``
+"""A node lost for good (``run:scale-out``): the control plane's side of ``almanac node lost NAME --confirm``
 and of its undo. Mixed into :class:`~gateway.control.store.ControlPlane`; what a lost node means for
 routing is :func:`gateway.cluster.placement.route`.
 

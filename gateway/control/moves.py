@@ -1,4 +1,4 @@
-"""The control plane's side of moving a workspace between nodes (issue 15 item 3): the placement's
+"""The control plane's side of moving a workspace between nodes (``run:scale-out``): the placement's
 move columns and the ``moves`` record — the only SQL about them. Mixed into
 :class:`~gateway.control.store.ControlPlane`; what the records mean is :mod:`gateway.cluster.journal`.
 

@@ -1,4 +1,4 @@
-"""The control plane's nodes and placements (issue 15 groundwork): the only SQL about them. Mixed
+"""The control plane's nodes and placements (``run:scale-out``): the only SQL about them. Mixed
 into :class:`~gateway.control.store.ControlPlane`; the decisions are pure functions in
 :mod:`gateway.cluster.placement`.
 

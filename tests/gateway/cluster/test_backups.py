@@ -1,4 +1,4 @@
-"""What a restore reads (issue 15, ``run:scale-out``): a backup folder or an owner's export zip,
+"""What a restore reads (``run:scale-out``): a backup folder or an owner's export zip,
 checked before anything is sent — every refusal names what is wrong — and read in bounded chunks,
 hashed as they go (:mod:`gateway.cluster.backups`). Real files and real zips in a temporary folder."""
 

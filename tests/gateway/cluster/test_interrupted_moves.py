@@ -1,4 +1,4 @@
-"""A move whose command dies half-way never strands a workspace (issue 15 item 3, ``run:scale-out``):
+"""A move whose command dies half-way never strands a workspace (``run:scale-out``):
 a real PostgreSQL control plane, two real ``almanac serve`` nodes, and the real ``almanac workspace
 move`` command as a subprocess, stopped at a seam between two of its steps (it waits on a file there:
 ``ALMANAC_TEST_MOVE_PAUSE``) and killed with SIGKILL.

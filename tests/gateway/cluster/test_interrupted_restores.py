@@ -1,5 +1,5 @@
 """A restore whose command dies half-way never strands a workspace nor serves a half-copied folder
-(issue 15, ``run:scale-out``): a real PostgreSQL control plane, two real ``almanac serve`` nodes
+(``run:scale-out``): a real PostgreSQL control plane, two real ``almanac serve`` nodes
 (node-c declared lost, node-a the target), and the real ``almanac workspace restore`` as a
 subprocess, stopped at a seam between two of its steps (``ALMANAC_TEST_MOVE_PAUSE``) and SIGKILLed.
 

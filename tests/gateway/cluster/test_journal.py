@@ -1,4 +1,4 @@
-"""What a move's record leaves to do (issue 15 item 3): which folder is a stale copy a node may
+"""What a move's record leaves to do (``run:scale-out``): which folder is a stale copy a node may
 delete, when ``--finish`` may delete the old copy, and what ``almanac node stale`` lists."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The file-by-file manifest a move copies and checks (issue 15 item 3)."""
+"""The file-by-file manifest a move copies and checks (``run:scale-out``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A node's heartbeat (issue 15 groundwork): it beats on its interval off the event loop, renews its
+"""A node's heartbeat (``run:scale-out``): it beats on its interval off the event loop, renews its
 workspaces' leases, and a failed beat is logged and retried, never fatal."""
 
 from __future__ import annotations

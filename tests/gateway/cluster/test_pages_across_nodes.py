@@ -1,4 +1,4 @@
-"""The server-rendered pages in node mode (issue 15, ``run:scale-out``: "any gateway accepts any
+"""The server-rendered pages in node mode (``run:scale-out``: "any gateway accepts any
 request"): a real PostgreSQL control plane and two real ``almanac serve`` nodes on loopback. An
 owner whose browser reached node B works with a workspace placed on node C: the page is rendered on
 B (session and CSRF checked there), each engine call goes to C, signed (never the browser's cookie),

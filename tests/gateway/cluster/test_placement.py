@@ -1,4 +1,4 @@
-"""Placement decisions (issue 15 groundwork): new workspaces go to the least-loaded live node; a
+"""Placement decisions (``run:scale-out``): new workspaces go to the least-loaded live node; a
 call is served here, forwarded to the owning node, or refused while that node is down."""
 
 from __future__ import annotations

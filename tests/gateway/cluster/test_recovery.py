@@ -1,4 +1,4 @@
-"""Putting a cluster right after things went wrong (issue 15, ``run:scale-out``): a real PostgreSQL
+"""Putting a cluster right after things went wrong (``run:scale-out``): a real PostgreSQL
 control plane, three real ``almanac serve`` nodes and the real ``almanac`` commands as subprocesses.
 
 Every move counts, not only a workspace's last: a workspace moved A → B by a command killed after the

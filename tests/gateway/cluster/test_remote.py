@@ -1,4 +1,4 @@
-"""The pure parts of the pages' remote engine calls (issue 15, ``run:scale-out``): the identity a
+"""The pure parts of the pages' remote engine calls (``run:scale-out``): the identity a
 page's engine request speaks for, and what a page says when the owner node refuses or is down. The
 wire itself (two real nodes) is ``test_pages_across_nodes.py``."""
 

@@ -1,5 +1,5 @@
 """A lost workspace restored from its owner's export, and a large file restored in bounded memory
-(issue 15, ``run:scale-out``): a real PostgreSQL, two real nodes (node-c declared lost, node-a the
+(``run:scale-out``): a real PostgreSQL, two real nodes (node-c declared lost, node-a the
 target), the owner's export downloaded through the REST API (``GET /api/v1/admin/export``) while
 node-c ran, and the real ``almanac workspace restore`` command.
 

@@ -1,4 +1,4 @@
-"""Placement in use (issue 15, ``run:scale-out``): the router over a real control plane (SQLite and
+"""Placement in use (``run:scale-out``): the router over a real control plane (SQLite and
 PostgreSQL) places a new workspace on the least-loaded live node, routes every call by its
 placement, remembers it only briefly, and refuses — never serves — a workspace whose node is down
 or whose lease ran out."""

@@ -1,4 +1,4 @@
-"""Signing the calls one node forwards to another (issue 15, ``run:scale-out``)."""
+"""Signing the calls one node forwards to another (``run:scale-out``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15's Done-means test (``run:scale-out``): a real PostgreSQL control plane and THREE real
+"""The scale-out acceptance test (``run:scale-out``): a real PostgreSQL control plane and THREE real
 ``almanac serve`` nodes on loopback, each with its own data directory, real engines and the real
 MCP client. Any node serves any workspace: calls for a workspace placed elsewhere are forwarded,
 streaming, to its node, signed with the cluster secret (never the client's token); a workspace whose

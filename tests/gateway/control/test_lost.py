@@ -1,4 +1,4 @@
-"""A node lost for good (issue 15, ``run:scale-out``), in the control plane, on SQLite and
+"""A node lost for good (``run:scale-out``), in the control plane, on SQLite and
 PostgreSQL: declaring it lost is refused for a node that heartbeated recently unless forced, is
 idempotent and audited, calls off the moves from or to it, and makes it take nothing new and renew
 no lease — whatever its heartbeat says, until it is explicitly found again."""

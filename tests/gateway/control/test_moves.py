@@ -1,4 +1,4 @@
-"""The record of moves and the drain as a lease (issue 15 item 3), on SQLite and PostgreSQL: a move
+"""The record of moves and the drain as a lease (``run:scale-out``), on SQLite and PostgreSQL: a move
 is begun with a deadline its command pushes forward; once the deadline passes the source calls it
 off, and a late flip of it changes nothing; every step is recorded and audited."""
 

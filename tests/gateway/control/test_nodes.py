@@ -1,4 +1,4 @@
-"""Nodes and placements in the control plane (issue 15 groundwork), on SQLite and PostgreSQL:
+"""Nodes and placements in the control plane (``run:scale-out``), on SQLite and PostgreSQL:
 nodes register and beat, a new workspace is placed once on the least-loaded live node even when
 gateways race, and heartbeats renew the node's leases."""
 
