@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.sections import replace_section
 from gateway.control.store import ControlPlane
 
 SECTION = "control-plane"
@@ -72,15 +72,7 @@ def table(rows: dict[str, dict[str, tuple[float, float]]], calls: int, where: st
 
 def write_section(path: Path, section: str) -> None:
     """Replace this benchmark's marked section of ``path`` (or append it), leaving the others alone."""
-    block = f"{START}\n{section.strip()}\n{END}\n"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    marked = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    text = (
-        marked.sub(lambda _: block, text, count=1)
-        if marked.search(text)
-        else text.rstrip("\n") + "\n\n" + block
-    )
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    replace_section(path, START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:

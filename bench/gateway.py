@@ -52,6 +52,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.lean import Call, lean_client, wire_client
+from bench.sections import replace_section
 from gateway import layout
 from gateway.control.store import ControlPlane
 from gateway.engines.procs import rss_bytes
@@ -847,21 +848,9 @@ START, END = "<!-- gateway-bench:start -->", "<!-- gateway-bench:end -->"
 
 
 def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (or append it), leaving the others alone.
-
-    The section sits between its own HTML-comment markers; without them, it runs from its heading to
-    the next heading or marker comment of another section."""
-    block = f"{START}\n{section.strip()}\n{END}\n"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    marked = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
-    bare = re.compile(re.escape(HEADING) + r"\n.*?(?=^## |^<!-- |\Z)", re.DOTALL | re.MULTILINE)
-    if marked.search(text):
-        text = marked.sub(lambda _: block, text, count=1)
-    elif bare.search(text):
-        text = bare.sub(lambda _: block + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    """Replace this benchmark's section of ``path`` (or append it), leaving the others alone; without
+    its markers, the section runs from its heading to the next heading or marker comment."""
+    replace_section(path, START, END, section, heading=HEADING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.paths import locomo_path
+from bench.sections import replace_section
 from bench.starts import measure_starts
 from engine.cores import one_blas_thread
 from engine.embed.base import Matrix, ProviderName, ProviderStatus, Vector, l2_normalize
@@ -407,15 +408,7 @@ def earlier_block(text: str, title: str) -> str | None:
 
 def write_docs(section: str, path: Path | None = None) -> None:
     """Replace only this bench's section of docs/benchmarks.md (other sections are left alone)."""
-    path = path or ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{section}{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text, encoding="utf-8")
+    replace_section(path or ROOT / "docs" / "benchmarks.md", START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ import anyio
 
 from bench.crowd import ACTIVE_S, DEFAULT_LIMIT, IDLE_S, Outcome, Row, in_process_ms, run_row
 from bench.reliability.procs import GatewayRun
+from bench.sections import replace_section
 
 MIXES = ("reads", "writes", "mixed")
 #: The full table: one workspace at N = 1, 2, 8, 32, every mix; 32 clients over W = 4, 16 and 50
@@ -95,14 +96,7 @@ def table(outcomes: list[Outcome], inproc: dict[str, float]) -> str:
 
 def write_section(path: Path, section: str) -> None:
     """Replace this bench's section of ``path`` (between its markers), or append it."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{section.strip()}\n{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text, encoding="utf-8")
+    replace_section(path, START, END, section)
 
 
 #: The targets of ``rel:load`` a row is held to: (clients, workspaces, mix) → (calls/s, p99 ms).

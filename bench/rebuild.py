@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from bench.latency import ROOT, build
+from bench.sections import replace_section
 from engine.embed.local import LocalEmbedder
 from engine.index.indexer import CACHE_DIR, CACHE_FILE, INDEX_DIR
 
@@ -90,15 +91,7 @@ def render(shape: str, total: float, fixed: float, disk: dict[str, int] | None =
 
 
 def write_docs(section: str, path: Path | None = None) -> None:
-    path = path or DOCS
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{section}{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text, encoding="utf-8")
+    replace_section(path or DOCS, START, END, section)
 
 
 def main(argv: list[str] | None = None) -> int:
