@@ -44,7 +44,8 @@ from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREF
 from gateway.cluster.rest import InternalRest, RestForwarding
 from gateway.cluster.restores import RestoreEndpoints
 from gateway.cluster.router import Router, RouterConfig
-from gateway.control.oauth import TokenLifetimes, iso
+from gateway.control.clock import iso
+from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache

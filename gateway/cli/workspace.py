@@ -16,7 +16,7 @@ from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
 from gateway.cluster.mover import MoveConfig
 from gateway.cluster.usage import node_state, usage_on
-from gateway.control.oauth import iso
+from gateway.control.clock import iso
 from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
 from gateway.errors import ConfigError

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.cluster.journal import MoveRecord
+from gateway.control.clock import epoch, iso
 from gateway.control.moves import MoveQueries
-from gateway.control.oauth import epoch, iso
 from gateway.control.plane import AuditedPlane
 from gateway.errors import BadRequest
 

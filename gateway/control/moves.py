@@ -18,7 +18,7 @@ from __future__ import annotations
 import secrets
 
 from gateway.cluster.journal import MoveRecord, State
-from gateway.control.oauth import epoch, iso
+from gateway.control.clock import epoch, iso
 from gateway.control.plane import AuditedPlane
 from gateway.errors import BadRequest, MoveCalledOff
 

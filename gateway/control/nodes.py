@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.cluster.placement import Node, Placement, PlacementError, choose_node, node_name_problem
+from gateway.control.clock import epoch, iso
 from gateway.control.db import Database
-from gateway.control.oauth import epoch, iso
 from gateway.errors import BadRequest
 
 

@@ -11,23 +11,15 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gateway.auth import tokens
+from gateway.control.clock import epoch, iso
 from gateway.control.db import Database
 from gateway.errors import InvalidGrant
 
 if TYPE_CHECKING:
     from gateway.control.store import Connection
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def epoch(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True)

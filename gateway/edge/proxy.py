@@ -28,7 +28,7 @@ from gateway.auth.tokens import parse_bearer
 from gateway.cluster.forward import ClusterLink, unreachable
 from gateway.cluster.placement import Forward, Unavailable
 from gateway.cluster.router import unavailable
-from gateway.control.oauth import iso
+from gateway.control.clock import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import PrincipalCache, off_loop

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from tests.gateway.cluster.nodes import Cluster, running
 from tests.gateway.cluster.test_three_nodes import _call as initialize
 from tests.gateway.e2e import Gateway, connect, data, wait_for

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cluster.dbclock import DatabaseClock
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane
 from tests.gateway.cluster.nodes import Cluster, started_nodes
 from tests.gateway.e2e import Gateway, connect, data, start_gateway, wait_for

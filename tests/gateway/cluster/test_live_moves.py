@@ -24,7 +24,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane
 from tests.gateway.cluster.nodes import SECRET, Cluster, running
 from tests.gateway.cluster.test_three_nodes import ACCEPT, INITIALIZE

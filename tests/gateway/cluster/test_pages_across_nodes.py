@@ -25,7 +25,7 @@ from playwright.sync_api import expect, sync_playwright
 from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane, Principal
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.e2e import Gateway, files_containing, wait_for

@@ -26,7 +26,7 @@ import pytest
 from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
 from gateway.cluster.mover import NodeCalls
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import MoveFailed
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes

@@ -17,7 +17,7 @@ import pytest
 
 from gateway.cluster import signing
 from gateway.cluster.forward import INTERNAL_MCP_PATH
-from gateway.control.oauth import epoch
+from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane, Principal
 from gateway.errors import BadRequest
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes

@@ -80,7 +80,7 @@ def test_refresh_rotates_and_reusing_an_old_one_revokes_the_family(store: Contro
 
 @pytest.mark.req("gw:oauth")
 def test_tokens_expire_by_the_clock_given(store: ControlPlane) -> None:
-    from gateway.control.oauth import iso
+    from gateway.control.clock import iso
 
     issued = store.exchange_code(_grant(store), now=NOW, lifetimes=LIFETIMES)
     assert store.authenticate(issued.access_token, now=iso(NOW + 599)) is not None
