@@ -137,17 +137,22 @@ def _occurrences(folder: Path, needle: str) -> int:
     return sum(p.read_bytes().count(needle.encode()) for p in folder.rglob("*.md") if p.is_file())
 
 
+#: The id each acknowledged statement was given, to read it back by id (a search would depend on
+#: its ranking among the seeded notes, which is not what these tests are about).
+_IDS: dict[str, str] = {}
+
+
 async def _write(node: Gateway, token: str, statements: list[str]) -> None:
     async with connect(node, token) as client:
         for statement in statements:
-            data(await client.call_tool("remember", {"statement": statement}))
+            _IDS[statement] = data(await client.call_tool("remember", {"statement": statement}))["id"]
 
 
 async def _all_served(node: Gateway, token: str, statements: list[str]) -> None:
     async with connect(node, token) as client:
         for statement in statements:
-            found = await client.call_tool("get_context", {"query": statement})
-            assert statement in str(found.content), statement
+            found = await client.call_tool("retrieve_memory", {"id": _IDS[statement]})
+            assert statement in str(data(found)), statement
 
 
 @dataclass(frozen=True)
@@ -178,7 +183,8 @@ async def test_a_move_of_1000_files_refuses_calls_only_for_its_final_sync_and_ke
                 async with connect(edge, token) as client:
                     while not (moved.is_set() and i > 3):
                         statement = f"the {tag} entry {i:05d} stands"
-                        data(await client.call_tool("remember", {"statement": statement}))
+                        receipt = data(await client.call_tool("remember", {"statement": statement}))
+                        _IDS[statement] = receipt["id"]
                         acknowledged.append(statement)
                         i += 1
                         await anyio.sleep(0.1)  # an agent's pace, not a benchmark's
@@ -287,6 +293,8 @@ async def test_an_interrupted_move_removes_the_target_s_staging_and_the_source_s
     assert state[0] == "discarded"
     await _write(b, token, ["the quarry entry 00002 stands"])  # served on by node-a
     await _all_served(b, token, [*written, "the quarry entry 00002 stands"])
+    for statement in [*written, "the quarry entry 00002 stands"]:
+        assert _occurrences(_folder(a, workspace), statement) == 1, statement  # in node-a's store, once
 
 
 @pytest.mark.req("run:scale-out")
