@@ -9,24 +9,15 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.api.admin import ADMIN_OPERATIONS, query_of
-from tests.gateway.api.test_rest import ADA, BOB, api, error
-from tests.gateway.e2e import Gateway, files_containing, start_gateway
+from tests.gateway.api.test_rest import ADA, api, error, gateway_of_ada_and_bob
+from tests.gateway.e2e import Gateway, files_containing
 
 pytestmark = pytest.mark.req("gw:rest")
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("rest-admin")
-    gw = start_gateway(
-        tmp / "data", tmp / "gateway.log", rate_limit_burst="10000", rate_limit_per_second="10000"
-    )
-    try:
-        gw.owner(ADA)
-        gw.owner(BOB)
-        yield gw
-    finally:
-        gw.stop()
+    yield from gateway_of_ada_and_bob(tmp_path_factory.mktemp("rest-admin"), "10000")
 
 
 def test_query_parameters_are_the_operations_own() -> None:

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from gateway.api.openapi import document
-from tests.gateway.e2e import Gateway, files_containing, start_gateway
+from tests.gateway.api.test_rest import ADA, BOB, gateway_of_ada_and_bob
+from tests.gateway.e2e import Gateway, files_containing
 
 pytestmark = pytest.mark.req("gw:rest")
 
-ADA, BOB = "ada@example.com", "bob@example.com"
 HERE = Path(__file__).parent
 SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
 #: Written into every request these tests refuse; no file of the workspace may ever hold it.
@@ -28,16 +28,7 @@ SENTINEL = "contract-sentinel-7f3a"
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("contract")
-    gw = start_gateway(
-        tmp / "data", tmp / "gateway.log", rate_limit_burst="100000", rate_limit_per_second="100000"
-    )
-    try:
-        gw.owner(ADA)
-        gw.owner(BOB)
-        yield gw
-    finally:
-        gw.stop()
+    yield from gateway_of_ada_and_bob(tmp_path_factory.mktemp("contract"), "100000")
 
 
 def _operations() -> list[tuple[str, str, dict[str, Any]]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,18 +19,20 @@ pytestmark = pytest.mark.req("gw:rest")
 ADA, BOB = "ada@example.com", "bob@example.com"
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    tmp = tmp_path_factory.mktemp("rest")
-    gw = start_gateway(
-        tmp / "data", tmp / "gateway.log", rate_limit_burst="10000", rate_limit_per_second="10000"
-    )
+def gateway_of_ada_and_bob(tmp: Path, rate: str) -> Iterator[Gateway]:
+    """A real gateway in ``tmp`` with two owners, Ada and Bob; ``rate`` calls/s per token (and burst)."""
+    gw = start_gateway(tmp / "data", tmp / "gateway.log", rate_limit_burst=rate, rate_limit_per_second=rate)
     try:
         gw.owner(ADA)
         gw.owner(BOB)
         yield gw
     finally:
         gw.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    yield from gateway_of_ada_and_bob(tmp_path_factory.mktemp("rest"), "10000")
 
 
 @pytest.fixture(scope="module")
