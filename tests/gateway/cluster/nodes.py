@@ -58,6 +58,27 @@ class Cluster:
             env=clean_env({f"ALMANAC_{k.upper()}": v for k, v in settings.items()}),
         )
 
+    def admin(
+        self,
+        name: str,
+        *args: str,
+        settings: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        without: Sequence[str] = (),
+    ) -> subprocess.CompletedProcess[str]:
+        """``almanac ARGS`` as an operator runs it where node ``name`` runs: on its data directory,
+        with its settings (or ``settings``) as ``ALMANAC_…`` variables, plus ``env``, and none of the
+        inherited variables named in ``without``."""
+        chosen = self.settings(name) if settings is None else settings
+        variables = clean_env({**{f"ALMANAC_{k.upper()}": v for k, v in chosen.items()}, **(env or {})})
+        return subprocess.run(
+            [ALMANAC, *args, "--data-dir", str(self.root / name)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={k: v for k, v in variables.items() if k not in without},
+        )
+
     def kill(self, name: str) -> None:
         """SIGKILL the node (its engines exit with it): no goodbye, no graceful stop."""
         node = self.nodes[name]

@@ -24,7 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from gateway.control.store import ControlPlane
 from tests.gateway.cluster.nodes import Cluster, running
-from tests.gateway.e2e import ALMANAC, clean_env, files_containing
+from tests.gateway.e2e import files_containing
 from tests.pg import PostgresServer
 
 
@@ -144,23 +144,11 @@ def tls(
 
 
 def _usage_on_b(cluster: Cluster, ca: Path | None) -> subprocess.CompletedProcess[str]:
-    env = {f"ALMANAC_{k.upper()}": v for k, v in cluster.settings("node-b").items()}
-    if ca is not None:
-        env["SSL_CERT_FILE"] = str(ca)
-    return subprocess.run(
-        [
-            ALMANAC,
-            "workspace",
-            "usage",
-            "--owner",
-            "ada@example.com",
-            "--data-dir",
-            str(cluster.root / "node-b"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in clean_env(env).items() if ca is not None or k != "SSL_CERT_FILE"},
+    return cluster.admin(
+        "node-b",
+        *("workspace", "usage", "--owner", "ada@example.com"),
+        env={} if ca is None else {"SSL_CERT_FILE": str(ca)},
+        without=() if ca is not None else ("SSL_CERT_FILE",),
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 from gateway.control.store import ControlPlane
 from gateway.control.usage import measure
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
-from tests.gateway.e2e import ALMANAC, clean_env, connect, data, wait_for
+from tests.gateway.e2e import connect, data, wait_for
 
 pytestmark = [pytest.mark.anyio]
 
@@ -22,14 +22,7 @@ cluster = started_nodes("cluster", "usage", ("node-a", "node-b"), Cluster)
 
 def _almanac_on_b(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     """An admin command run where node B runs (its data directory, its settings)."""
-    settings = cluster.settings("node-b")
-    return subprocess.run(
-        [ALMANAC, *args, "--data-dir", str(cluster.root / "node-b")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env({f"ALMANAC_{k.upper()}": v for k, v in settings.items()}),
-    )
+    return cluster.admin("node-b", *args)
 
 
 @pytest.fixture(scope="module")
@@ -95,20 +88,6 @@ async def test_usage_needs_the_secret_to_ask_another_node(cluster: Cluster, plac
     the workspace and what to set (exit 2)."""
     settings = {"database_url": cluster.url}
     assert SECRET not in settings.values()
-    found = subprocess.run(
-        [
-            ALMANAC,
-            "workspace",
-            "usage",
-            "--owner",
-            "ada@example.com",
-            "--data-dir",
-            str(cluster.root / "node-b"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env({f"ALMANAC_{k.upper()}": v for k, v in settings.items()}),
-    )
+    found = cluster.admin("node-b", "workspace", "usage", "--owner", "ada@example.com", settings=settings)
     assert found.returncode == 2
     assert "is on node 'node-a'" in found.stderr and "ALMANAC_CLUSTER_SECRET" in found.stderr
