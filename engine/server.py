@@ -178,11 +178,7 @@ def warm_spare() -> tuple[Served, MCPServer]:
     tools' server (their schemas: about two thirds of an engine's start once imports are done)."""
     import sqlite_vec  # noqa: F401
 
-    import engine.admin.activity  # warm what serving will need
-    import engine.admin.memories
-    import engine.admin.settings
-    import engine.admin.transfer
-    import engine.embed.remote  # noqa: F401
+    import engine.embed.remote  # noqa: F401  (warm what serving will need; engine.admin is imported)
 
     served = Served()
     return served, build_server(served, version=VERSION)
