@@ -25,12 +25,12 @@ from engine.errors import NotAWorkspace
 from engine.index import docs as D
 from engine.index import schema
 from engine.index.indexer import INDEX_DIR, INDEX_FILE, MAX_ITEM_BYTES, Indexer
-from engine.store.fsio import LOCK_NAME
+from engine.store.layout import LOCK_NAME, STORE_DIRS
 from engine.store.model import State
 from engine.store.workspace import Workspace
 
 # what only a workspace folder holds (a new one may hold nothing but its lock and index)
-MARKERS = ("facts", "notes", "logs", "archive", "retired", INDEX_DIR, LOCK_NAME)
+MARKERS = (*STORE_DIRS, INDEX_DIR, LOCK_NAME)
 PROGRESS_EVERY_S = 1.0
 
 

@@ -42,8 +42,9 @@ from engine.index.db import IndexDB
 from engine.index.signature import Signature, clean_mark, code_digest, mark_holds, store_signature
 from engine.index.vectors import contextual_vector
 from engine.store import cold, ids
+from engine.store.layout import CACHE
 from engine.store.model import State
-from engine.store.workspace import CACHE, Workspace
+from engine.store.workspace import Workspace
 
 log = logging.getLogger("almanac.engine.index")
 

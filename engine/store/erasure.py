@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.store import daylog, fsio, ledger
+from engine.store.fsio import durable, md_files
+from engine.store.layout import FACTS
 from engine.store.model import State
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ def _write(path: Path, text: str) -> None:
 def erase_content(ws: Workspace, memory: str, before: str) -> None:
     """Remove ``memory``'s content; ``before`` is its ``delete`` event's id (ledger blocks about it
     with an earlier id go)."""
-    from engine.store.workspace import FACTS, content_key, durable, md_files
+    from engine.store.workspace import content_key
 
     note = ws.notes.pop(memory, None)
     if note is not None:

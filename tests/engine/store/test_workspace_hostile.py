@@ -14,9 +14,9 @@ import pytest
 
 from engine.ageing import archive
 from engine.errors import KeptAsIs
+from engine.store.layout import CACHE, MEMO_NAME
 from engine.store.model import State
-from engine.store.workspace import CACHE, Workspace
-from engine.store.yamlmemo import MEMO_NAME
+from engine.store.workspace import Workspace
 from tests import hostile_store as H
 from tests.engine.support import snapshot
 
