@@ -171,7 +171,7 @@ class Workspace:
         """Complete a deletion a crash interrupted after its delete event was written."""
         event = self.deleted[memory]
         try:
-            erasure.erase_content(self, memory, event.event_id)
+            self._erase(memory, event.event_id)
         except StoreUnavailable as exc:
             problem = Problem(1, f"could not finish deleting {memory}: {exc.message}")
             self._report(self.root / FACTS, [problem])
@@ -314,10 +314,25 @@ class Workspace:
             self._note_retirement(event)
             if event.kind == "delete":
                 self.deleted[event.memory] = event
-                erasure.erase_content(self, event.memory, event.event_id)
+                self._erase(event.memory, event.event_id)
             elif event.kind in ("store", "supersede"):
                 self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
         self._changed(event.memory)
+
+    def _erase(self, memory: str, before: str) -> None:
+        """Remove ``memory``'s content (:mod:`engine.store.erasure`); ``before`` is its ``delete``
+        event's id (ledger blocks about it with an earlier id go)."""
+        note = self.notes.pop(memory, None)
+        if note is not None:
+            key = content_key(note.note.scope, note.note.body)
+            if self.note_by_content.get(key) == memory:
+                del self.note_by_content[key]
+            erasure.erase_note(self.note_path(note))
+        entry = self.logs.pop(memory, None)
+        if entry is not None:
+            day_files = [self.log_file(entry.day, state) for state in (State.LIVE, State.RETIRED)]
+            erasure.erase_log_entry(memory, day_files)
+        erasure.erase_ledger_blocks(self.root / FACTS, memory, before)
 
     def note_path(self, record: NoteRecord) -> Path:
         return self.root / _NOTE_ROOTS[record.state] / record.rel
