@@ -34,6 +34,7 @@ from engine.recall.status import memory_status as status_of
 from engine.results import ContextReply, Receipt, Retrieved, StatusReply
 from engine.scope import Caller
 from engine.surface import manual as M
+from engine.surface import sdk
 from engine.surface.arguments import argument_message, unknown_tool_message
 from engine.surface.connection import (
     HEADER_CONNECTION as HEADER_CONNECTION,
@@ -95,9 +96,9 @@ class AlmanacServer(MCPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        handlers = self._lowlevel_server._request_handlers  # no public way to unregister
+        server = sdk.lowlevel_server(self)
         for method in NOT_SERVED:
-            handlers.pop(method, None)
+            sdk.drop_request_handler(server, method)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
@@ -114,10 +115,10 @@ class AlmanacServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        tool = self._tool_manager.get_tool(name)  # one lookup: no tool list built per call
+        tool = sdk.find_tool(self, name)  # one lookup: no tool list built per call
         if tool is None:
             identity = identity_of(context.headers if context is not None else None)
-            visible = [t.name for t in self._tool_manager.list_tools() if may_call(identity, t.name)]
+            visible = [t.name for t in sdk.listed_tools(self) if may_call(identity, t.name)]
             raise ToolError(unknown_tool_message(name, visible))
         try:
             return await super().call_tool(name, arguments, context)
@@ -170,7 +171,8 @@ def build_server(
         middleware=[worded_params, per_connection_listing],
     )
     # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
-    mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
+    lowlevel = sdk.lowlevel_server(mcp)
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
 
     async def work(ctx: Context[Any, Any], action: Callable[[Caller], T]) -> tuple[Request, T]:
         """Run ``action`` for the calling connection on a tool thread: the request (read once, see
