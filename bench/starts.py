@@ -22,8 +22,8 @@ import apsw
 
 from engine.index.db import CLEAN_MARK
 from engine.index.indexer import INDEX_DIR, INDEX_FILE, Indexer
-from engine.store.workspace import CACHE, Workspace
-from engine.store.yamlmemo import MEMO_NAME
+from engine.store.layout import CACHE, MEMO_NAME
+from engine.store.workspace import Workspace
 
 #: SPEC §13 ``perf:cold-start``: a sleeping workspace answers its first call within this.
 COLD_START_S = 1.0

@@ -22,15 +22,14 @@ import apsw
 
 from engine.embed.base import Embedder
 from engine.errors import NotAWorkspace
-from engine.index import docs as D
-from engine.index import schema
+from engine.index import docs, schema
 from engine.index.indexer import INDEX_DIR, INDEX_FILE, MAX_ITEM_BYTES, Indexer
-from engine.store.fsio import LOCK_NAME
+from engine.store.layout import LOCK_NAME, STORE_DIRS
 from engine.store.model import State
 from engine.store.workspace import Workspace
 
 # what only a workspace folder holds (a new one may hold nothing but its lock and index)
-MARKERS = ("facts", "notes", "logs", "archive", "retired", INDEX_DIR, LOCK_NAME)
+MARKERS = (*STORE_DIRS, INDEX_DIR, LOCK_NAME)
 PROGRESS_EVERY_S = 1.0
 
 
@@ -103,7 +102,7 @@ class Diagnosis:
         return not self.problems
 
 
-def _fits(item: D.Item | None, max_item_bytes: int) -> bool:
+def _fits(item: docs.Item | None, max_item_bytes: int) -> bool:
     return item is not None and len(item.text.encode("utf-8", "surrogatepass")) <= max_item_bytes
 
 
@@ -147,12 +146,12 @@ def diagnose(ws: Workspace, model_id: str, *, max_item_bytes: int = MAX_ITEM_BYT
         return Diagnosis(tuple(problems), tuple(notes))
     finally:
         db.close()
-    candidates = (*map(D.note_item, ws.notes.values()), *map(D.log_item, ws.logs.values()))
+    candidates = (*map(docs.note_item, ws.notes.values()), *map(docs.log_item, ws.logs.values()))
     items = [i for i in candidates if i is not None and _fits(i, max_item_bytes)]  # as the indexer does
     wanted: dict[str, dict[int, str]] = {}
-    for doc in D.all_docs(items):
+    for doc in docs.all_docs(items):
         wanted.setdefault(doc.memory, {})[doc.chunk] = doc.hash
-    facts = {f.memory: f.hash for r in ws.facts.records.values() if (f := D.fact_doc(r))}
+    facts = {f.memory: f.hash for r in ws.facts.records.values() if (f := docs.fact_doc(r))}
     for label, want, got in (("memories", wanted, have), ("facts", facts, have_facts)):
         missing = sorted(set(want) - set(got))
         stale = sorted(m for m in set(want) & set(got) if want[m] != got[m])

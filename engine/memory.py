@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 
 from engine.errors import Forbidden, InvalidInput, NotFound, NotRetired, ReadOnly, TooLong
 from engine.results import Closed, FactOut, Receipt, Retrieved, fact_out, log_out, note_out
 from engine.scope import Caller, changeable, read_scope, visible, within, write_scope
-from engine.store import ids
+from engine.store import ids, layout
 from engine.store.cold import without_banner
 from engine.store.facts import FactRecord
 from engine.store.model import Event, EventKind, LogEntry, Note, Source, State, format_time, utc_now
@@ -115,7 +114,7 @@ class Memory:
                 return self._note_receipt("nochange", record)
             now = self.clock()
             note_id = self._new_id(ids.NOTE, now)
-            rel = Path(f"{now.year:04d}", f"{now.month:02d}", f"{now.day:02d}", f"{note_id}.md")
+            rel = layout.note_path(now, note_id)
             note = Note(
                 id=note_id,
                 body=statement,

@@ -61,6 +61,7 @@ from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
 from engine.store.model import utc_now
 from engine.store.workspace import Workspace
+from engine.surface import sdk
 from engine.surface.direct import Direct
 from engine.surface.lean import Lean
 from engine.surface.notify import TOOL_THREADS
@@ -178,11 +179,7 @@ def warm_spare() -> tuple[Served, MCPServer]:
     tools' server (their schemas: about two thirds of an engine's start once imports are done)."""
     import sqlite_vec  # noqa: F401
 
-    import engine.admin.activity  # warm what serving will need
-    import engine.admin.memories
-    import engine.admin.settings
-    import engine.admin.transfer
-    import engine.embed.remote  # noqa: F401
+    import engine.embed.remote  # noqa: F401  (warm what serving will need; engine.admin is imported)
 
     served = Served()
     return served, build_server(served, version=VERSION)
@@ -247,7 +244,7 @@ def socket_app(mcp: MCPServer, admin_routes: Sequence[BaseRoute] = (), *, lean: 
     one in JSON mode for requests that can receive no notification (``engine.surface.replies``);
     of those, a plain one is answered through the SDK's dispatch without its HTTP entry
     (``engine.surface.lean``) unless ``lean`` is False."""
-    server = mcp._lowlevel_server
+    server = sdk.lowlevel_server(mcp)
     streaming = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY)
     single = StreamableHTTPSessionManager(app=server, security_settings=SOCKET_SECURITY, json_response=True)
     replies = Replies(streaming, single, Lean(server, SOCKET_SECURITY, Direct(mcp)) if lean else None)

@@ -33,7 +33,7 @@ from engine.recall.context import Recall
 from engine.recall.status import memory_status as status_of
 from engine.results import ContextReply, Receipt, Retrieved, StatusReply
 from engine.scope import Caller
-from engine.surface import manual as M
+from engine.surface import manual, sdk
 from engine.surface.arguments import argument_message, unknown_tool_message
 from engine.surface.connection import (
     HEADER_CONNECTION as HEADER_CONNECTION,
@@ -47,7 +47,7 @@ from engine.surface.connection import (
 from engine.surface.connection import identity_of, may_call, per_connection_listing, worded_params
 from engine.surface.notify import LogLevels, Request, log, with_progress
 
-INSTRUCTIONS = M.INSTRUCTIONS
+INSTRUCTIONS = manual.INSTRUCTIONS
 PROGRESS_INTERVAL_S = 1.0
 
 T = TypeVar("T")
@@ -95,9 +95,9 @@ class AlmanacServer(MCPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        handlers = self._lowlevel_server._request_handlers  # no public way to unregister
+        server = sdk.lowlevel_server(self)
         for method in NOT_SERVED:
-            handlers.pop(method, None)
+            sdk.drop_request_handler(server, method)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
@@ -114,10 +114,10 @@ class AlmanacServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        tool = self._tool_manager.get_tool(name)  # one lookup: no tool list built per call
+        tool = sdk.find_tool(self, name)  # one lookup: no tool list built per call
         if tool is None:
             identity = identity_of(context.headers if context is not None else None)
-            visible = [t.name for t in self._tool_manager.list_tools() if may_call(identity, t.name)]
+            visible = [t.name for t in sdk.listed_tools(self) if may_call(identity, t.name)]
             raise ToolError(unknown_tool_message(name, visible))
         try:
             return await super().call_tool(name, arguments, context)
@@ -165,12 +165,13 @@ def build_server(
     levels = LogLevels()
     mcp = AlmanacServer(
         "almanac",
-        instructions=M.INSTRUCTIONS,
+        instructions=manual.INSTRUCTIONS,
         version=version,
         middleware=[worded_params, per_connection_listing],
     )
     # logging/setLevel is a 2025-era method the SDK leaves to the lowlevel server (see mcp.server.extension).
-    mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
+    lowlevel = sdk.lowlevel_server(mcp)
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, levels.on_set_level)
 
     async def work(ctx: Context[Any, Any], action: Callable[[Caller], T]) -> tuple[Request, T]:
         """Run ``action`` for the calling connection on a tool thread: the request (read once, see
@@ -199,17 +200,17 @@ def build_server(
         await log(levels, request, level, said)
         return receipt
 
-    @mcp.tool(annotations=WRITE, description=M.REMEMBER)
+    @mcp.tool(annotations=WRITE, description=manual.REMEMBER)
     async def remember(
-        statement: M.Statement,
+        statement: manual.Statement,
         ctx: Context[Any, Any],
-        subject: M.SubjectOptional = None,
-        predicate: M.PredicateOptional = None,
-        object: M.ObjectOptional = None,
-        scope: M.Scope = None,
-        tags: M.Tags = None,
-        importance: M.Importance = None,
-        source: M.Source = None,
+        subject: manual.SubjectOptional = None,
+        predicate: manual.PredicateOptional = None,
+        object: manual.ObjectOptional = None,
+        scope: manual.Scope = None,
+        tags: manual.Tags = None,
+        importance: manual.Importance = None,
+        source: manual.Source = None,
     ) -> Receipt:
         return await written(
             ctx,
@@ -219,15 +220,15 @@ def build_server(
             ),
         )
 
-    @mcp.tool(annotations=WRITE, description=M.SAVE_MEMORY)
+    @mcp.tool(annotations=WRITE, description=manual.SAVE_MEMORY)
     async def save_memory(
-        subject: M.Subject,
-        predicate: M.Predicate,
-        object: M.Object,
+        subject: manual.Subject,
+        predicate: manual.Predicate,
+        object: manual.Object,
         ctx: Context[Any, Any],
-        statement: M.StatementOptional = None,
-        scope: M.Scope = None,
-        source: M.Source = None,
+        statement: manual.StatementOptional = None,
+        scope: manual.Scope = None,
+        source: manual.Source = None,
     ) -> Receipt:
         return await written(
             ctx,
@@ -237,23 +238,23 @@ def build_server(
             ),
         )
 
-    @mcp.tool(annotations=APPEND, description=M.REMEMBER_NOTE)
+    @mcp.tool(annotations=APPEND, description=manual.REMEMBER_NOTE)
     async def remember_note(
-        text: M.LogText, ctx: Context[Any, Any], date: M.Day = None, source: M.Source = None
+        text: manual.LogText, ctx: Context[Any, Any], date: manual.Day = None, source: manual.Source = None
     ) -> Receipt:
         return await written(
             ctx, "remember_note", lambda caller: served.the_memory().remember_note(caller, text, date, source)
         )
 
-    @mcp.tool(annotations=READ, description=M.RETRIEVE_MEMORY)
+    @mcp.tool(annotations=READ, description=manual.RETRIEVE_MEMORY)
     async def retrieve_memory(
         ctx: Context[Any, Any],
-        subject: M.SubjectOptional = None,
-        predicate: M.PredicateOptional = None,
-        id: M.IdOptional = None,
-        scope: M.Scope = None,
-        include_history: M.IncludeHistory = False,
-        as_of: M.AsOf = None,
+        subject: manual.SubjectOptional = None,
+        predicate: manual.PredicateOptional = None,
+        id: manual.IdOptional = None,
+        scope: manual.Scope = None,
+        include_history: manual.IncludeHistory = False,
+        as_of: manual.AsOf = None,
     ) -> Retrieved:
         return await read(
             ctx,
@@ -262,23 +263,25 @@ def build_server(
             ),
         )
 
-    @mcp.tool(annotations=WRITE, description=M.RETIRE_MEMORY)
-    async def retire_memory(id: M.MemoryId, ctx: Context[Any, Any], reason: M.Reason = None) -> Receipt:
+    @mcp.tool(annotations=WRITE, description=manual.RETIRE_MEMORY)
+    async def retire_memory(
+        id: manual.MemoryId, ctx: Context[Any, Any], reason: manual.Reason = None
+    ) -> Receipt:
         return await written(
             ctx, "retire_memory", lambda caller: served.the_memory().retire(caller, id, reason)
         )
 
-    @mcp.tool(annotations=WRITE, description=M.RESTORE_MEMORY)
-    async def restore_memory(id: M.MemoryId, ctx: Context[Any, Any]) -> Receipt:
+    @mcp.tool(annotations=WRITE, description=manual.RESTORE_MEMORY)
+    async def restore_memory(id: manual.MemoryId, ctx: Context[Any, Any]) -> Receipt:
         return await written(ctx, "restore_memory", lambda caller: served.the_memory().restore(caller, id))
 
-    @mcp.tool(annotations=READ, description=M.GET_CONTEXT)
+    @mcp.tool(annotations=READ, description=manual.GET_CONTEXT)
     async def get_context(
         ctx: Context[Any, Any],
-        query: M.Query = None,
-        scope: M.Scope = None,
-        max_tokens: M.MaxTokens = None,
-        include_archived: M.IncludeArchived = None,
+        query: manual.Query = None,
+        scope: manual.Scope = None,
+        max_tokens: manual.MaxTokens = None,
+        include_archived: manual.IncludeArchived = None,
     ) -> Annotated[CallToolResult, ContextReply]:
         recall = served.recall
         if recall is None:
@@ -302,7 +305,7 @@ def build_server(
             )
         return _structured(reply)
 
-    @mcp.tool(annotations=READ, description=M.MEMORY_STATUS)
+    @mcp.tool(annotations=READ, description=manual.MEMORY_STATUS)
     async def memory_status(ctx: Context[Any, Any]) -> Annotated[CallToolResult, StatusReply]:
         recall = served.recall
         if recall is None:

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from engine.admin import Parts, refusing
+from engine.admin.common import Parts, refusing
 from engine.ageing.retrieval_log import LOG, ROTATED
 from engine.errors import InvalidInput
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from engine.admin import Parts, refusing
+from engine.admin.common import Parts, refusing
 from engine.errors import InvalidInput, NotFound
 from engine.scope import Caller, visible
 from engine.store import ids

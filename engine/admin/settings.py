@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from engine import settings as es
-from engine.admin import Parts, refusing
+from engine.admin.common import Parts, refusing
 from engine.errors import InvalidInput
 from engine.store import fsio
 from engine.tools import without_paths

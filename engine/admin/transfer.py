@@ -49,7 +49,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from engine.admin import Parts, refusing
+from engine.admin.common import Parts, refusing
 from engine.errors import BadImport, EngineError, without_paths
 from engine.transfer import archive, markdown
 

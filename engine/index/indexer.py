@@ -36,14 +36,15 @@ from typing import Any
 from engine import words
 from engine.embed.base import Embedder, ProviderStatus, Vector
 from engine.embed.cache import EmbeddingCache, embed_documents_cached
-from engine.index import docs as D
+from engine.index import docs as index_docs
 from engine.index import mentions, schema, voices
 from engine.index.db import IndexDB
 from engine.index.signature import Signature, clean_mark, code_digest, mark_holds, store_signature
 from engine.index.vectors import contextual_vector
 from engine.store import cold, ids
+from engine.store.layout import CACHE
 from engine.store.model import State
-from engine.store.workspace import CACHE, Workspace
+from engine.store.workspace import Workspace
 
 log = logging.getLogger("almanac.engine.index")
 
@@ -68,7 +69,7 @@ STOP_TIMEOUT_S = 2.0
 
 #: The code that turns the store's files into rows: a clean stop's mark names it, so rows made by
 #: other code are reconciled at the next start.
-_ROW_CODE = code_digest((D, mentions, schema, voices, words, cold))
+_ROW_CODE = code_digest((index_docs, mentions, schema, voices, words, cold))
 
 
 class _Halted(Exception):
@@ -136,7 +137,7 @@ class Indexer:
         )
         self.scan_interval_s = scan_interval_s
         self.status: ProviderStatus | None = None
-        self._items: dict[str, D.Item] = {}
+        self._items: dict[str, index_docs.Item] = {}
         self._streams: dict[str, list[tuple[tuple[str, str], str]]] = {}
         self._days: dict[str, date | None] = {}  # the day each memory is about (docs.carried_day)
         self._turns: dict[str, voices.Turn] = {}  # each memory as engine.index.voices reads it
@@ -261,7 +262,7 @@ class Indexer:
 
     # -- the store → rows --------------------------------------------------------------------------
 
-    def _fits(self, item: D.Item | None, path: Path) -> D.Item | None:
+    def _fits(self, item: index_docs.Item | None, path: Path) -> index_docs.Item | None:
         """``item``, or None (and named in :attr:`too_large`) when it is too large to index."""
         if item is None:
             return None
@@ -274,26 +275,31 @@ class Indexer:
         self.too_large[item.id] = TooLarge(os.path.relpath(path, self.ws.root), size)
         return None
 
-    def _catalog(self) -> list[D.Item]:
+    def _catalog(self) -> list[index_docs.Item]:
         self.too_large.clear()
-        items = [self._fits(D.note_item(r), self.ws.note_path(r)) for r in self.ws.notes.values()]
-        items += [self._fits(D.log_item(r), self.ws.log_file(r.day, r.state)) for r in self.ws.logs.values()]
+        items = [self._fits(index_docs.note_item(r), self.ws.note_path(r)) for r in self.ws.notes.values()]
+        items += [
+            self._fits(index_docs.log_item(r), self.ws.log_file(r.day, r.state))
+            for r in self.ws.logs.values()
+        ]
         return [i for i in items if i is not None]
 
-    def _snapshot(self) -> tuple[list[D.Item], dict[str, D.FactDoc]]:
+    def _snapshot(self) -> tuple[list[index_docs.Item], dict[str, index_docs.FactDoc]]:
         """What the index should hold (call under the workspace lock); sets the stream bookkeeping."""
         items = self._catalog()
         self._items = {i.id: i for i in items}
-        by_stream = D.streams(items)
-        self._streams = {key: [(D.order_key(i), i.id) for i in members] for key, members in by_stream.items()}
+        by_stream = index_docs.streams(items)
+        self._streams = {
+            key: [(index_docs.order_key(i), i.id) for i in members] for key, members in by_stream.items()
+        }
         self._days = {
             i.id: day
             for members in by_stream.values()
-            for i, day in zip(members, D.stream_days(members), strict=True)
+            for i, day in zip(members, index_docs.stream_days(members), strict=True)
         }
         self._paths.clear()
         self._turns.clear()
-        facts = {f.memory: f for r in self.ws.facts.records.values() if (f := D.fact_doc(r))}
+        facts = {f.memory: f for r in self.ws.facts.records.values() if (f := index_docs.fact_doc(r))}
         return items, facts
 
     def reconcile(self) -> int:
@@ -325,8 +331,8 @@ class Indexer:
 
     def _apply(
         self,
-        items: list[D.Item],
-        facts: dict[str, D.FactDoc],
+        items: list[index_docs.Item],
+        facts: dict[str, index_docs.FactDoc],
         guard: Callable[[], AbstractContextManager[Any]],
     ) -> int:
         """Make the rows match ``items`` and ``facts``: each row written under ``guard``, and not
@@ -335,16 +341,16 @@ class Indexer:
         stored = self.db.fact_hashes()
         total, done, touched = len(items) + len(facts), 0, 0
         self.progress = Progress("catching_up", 0, total)
-        for members in D.streams(items).values():
-            days = D.stream_days(members)
+        for members in index_docs.streams(items).values():
+            days = index_docs.stream_days(members)
             for i, item in enumerate(members):
                 if self._stop.is_set():
                     return touched
-                docs = D.item_docs(item, *D.around(members, days, i))
+                docs = index_docs.item_docs(item, *index_docs.around(members, days, i))
                 if {d.chunk: d.hash for d in docs} != have.pop(item.id, None):
                     with guard():
                         if item.id not in self._dirty:
-                            touched += self.db.put_memory(item.id, docs, D.wikilinks(item.text))
+                            touched += self.db.put_memory(item.id, docs, index_docs.wikilinks(item.text))
                 done += 1
                 self.progress = Progress("catching_up", done, total)
         for memory in have:
@@ -372,7 +378,7 @@ class Indexer:
         kind = ids.kind_of(memory_id)
         if kind == "fact":
             record = self.ws.facts.records.get(memory_id)
-            doc = None if record is None else D.fact_doc(record)
+            doc = None if record is None else index_docs.fact_doc(record)
             if doc is None:
                 self.db.delete_fact(memory_id)
             else:
@@ -409,14 +415,14 @@ class Indexer:
                 pairs = [(text, vector) for text, vector in pairs if text in indexed]
             self.cache.put_many(model_id, dim, pairs)
 
-    def _current_item(self, memory_id: str) -> D.Item | None:
+    def _current_item(self, memory_id: str) -> index_docs.Item | None:
         note = self.ws.notes.get(memory_id)
         if note is not None:
-            return self._fits(D.note_item(note), self.ws.note_path(note))
+            return self._fits(index_docs.note_item(note), self.ws.note_path(note))
         entry = self.ws.logs.get(memory_id)
         if entry is None:
             return None
-        return self._fits(D.log_item(entry), self.ws.log_file(entry.day, entry.state))
+        return self._fits(index_docs.log_item(entry), self.ws.log_file(entry.day, entry.state))
 
     def _reindex_item(self, memory_id: str) -> None:
         touched = {memory_id}
@@ -424,7 +430,7 @@ class Indexer:
         self._days.pop(memory_id, None)
         if old is not None:
             members = self._streams.get(old.stream, [])
-            at = bisect.bisect_left(members, (D.order_key(old), old.id))
+            at = bisect.bisect_left(members, (index_docs.order_key(old), old.id))
             if at < len(members) and members[at][1] == old.id:
                 touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
                 del members[at]
@@ -435,7 +441,7 @@ class Indexer:
         if new is not None:
             self._items[memory_id] = new
             members = self._streams.setdefault(new.stream, [])
-            entry = (D.order_key(new), new.id)
+            entry = (index_docs.order_key(new), new.id)
             at = bisect.bisect_left(members, entry)
             members.insert(at, entry)
             touched.update(m for _, m in members[max(at - 1, 0) : at + 2])
@@ -448,7 +454,9 @@ class Indexer:
             if item is None:
                 self.db.delete_memory(memory)
                 continue
-            self.db.put_memory(memory, D.item_docs(item, *self._around(item)), D.wikilinks(item.text))
+            self.db.put_memory(
+                memory, index_docs.item_docs(item, *self._around(item)), index_docs.wikilinks(item.text)
+            )
         self._restat(self._item_files(memory_id))
 
     def _carry(self, stream: str, at: int) -> set[str]:
@@ -460,7 +468,7 @@ class Indexer:
         for i in range(at, len(members)):
             key = members[i][1]
             before = self._items[members[i - 1][1]] if i > 0 else None
-            day = D.carried_day(
+            day = index_docs.carried_day(
                 self._items[key], before, None if before is None else self._days.get(before.id)
             )
             if i > at and key in self._days and self._days[key] == day:
@@ -469,9 +477,11 @@ class Indexer:
             changed.update(m for _, m in members[max(i - 1, 0) : i + 2])
         return changed
 
-    def _around(self, item: D.Item) -> tuple[D.Item | None, D.Item | None, D.Days]:
+    def _around(
+        self, item: index_docs.Item
+    ) -> tuple[index_docs.Item | None, index_docs.Item | None, index_docs.Days]:
         members = self._streams[item.stream]
-        at = bisect.bisect_left(members, (D.order_key(item), item.id))
+        at = bisect.bisect_left(members, (index_docs.order_key(item), item.id))
         before = self._items[members[at - 1][1]] if at > 0 else None
         after = self._items[members[at + 1][1]] if at + 1 < len(members) else None
         days = self._days
@@ -606,7 +616,7 @@ class Indexer:
         within :data:`~engine.index.voices.WINDOW` places of it, in the same sitting."""
         item = self._items[memory]
         members = self._streams[item.stream]
-        at = bisect.bisect_left(members, (D.order_key(item), item.id))
+        at = bisect.bisect_left(members, (index_docs.order_key(item), item.id))
         sitting = functools.partial(self._one_sitting, members)
         lo = at
         while lo > 0 and at - lo < voices.WINDOW and sitting(lo - 1):
@@ -619,7 +629,7 @@ class Indexer:
 
     def _one_sitting(self, members: list[tuple[tuple[str, str], str]], i: int) -> bool:
         """Whether ``members[i]`` and the one after it were written in one sitting."""
-        return D.same_sitting(self._items[members[i][1]], self._items[members[i + 1][1]])
+        return index_docs.same_sitting(self._items[members[i][1]], self._items[members[i + 1][1]])
 
     def _work(self) -> None:
         self.status = self.embedder.probe()

@@ -13,8 +13,9 @@ from engine.ageing.retrieval_log import LOG, ROTATED
 from engine.index.indexer import CACHE_DIR, INDEX_DIR
 from engine.recall.context import Recall
 from engine.scope import Caller, pinned_limit, within
+from engine.store.layout import RETIRED
 from engine.store.model import State
-from engine.store.workspace import RETIRED, FileProblem
+from engine.store.workspace import FileProblem
 
 #: At most this many files are named in each list (the counts are always whole).
 MAX_NAMED = 50

@@ -2,20 +2,17 @@
 "Deleting for good"): its note file, its day-log entry, and every ledger block about it written
 before its ``delete`` event. Every other byte of a rewritten file is kept as it was.
 
-Called with the workspace lock held, after the ``delete`` event is durable (or, on load, to finish
-a deletion a crash interrupted).
+The files only: :meth:`engine.store.workspace.Workspace.append_event` forgets the memory in memory
+and calls these, with the workspace lock held, after the ``delete`` event is durable (or, on load,
+to finish a deletion a crash interrupted). A failure raises ``StoreUnavailable``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine.store import daylog, fsio, ledger
-from engine.store.model import State
-
-if TYPE_CHECKING:
-    from engine.store.workspace import Workspace
 
 
 def _exact(path: Path) -> str:
@@ -27,29 +24,26 @@ def _write(path: Path, text: str) -> None:
     fsio.write_atomic(path, text.encode(errors="surrogateescape"))
 
 
-def erase_content(ws: Workspace, memory: str, before: str) -> None:
-    """Remove ``memory``'s content; ``before`` is its ``delete`` event's id (ledger blocks about it
-    with an earlier id go)."""
-    from engine.store.workspace import FACTS, content_key, durable, md_files
+def erase_note(path: Path) -> None:
+    """Remove a note's file (gone already is fine)."""
+    with fsio.durable("delete the note"):
+        path.unlink(missing_ok=True)
+        fsio.fsync_dir(path.parent)
 
-    note = ws.notes.pop(memory, None)
-    if note is not None:
-        key = content_key(note.note.scope, note.note.body)
-        if ws.note_by_content.get(key) == memory:
-            del ws.note_by_content[key]
-        path = ws.note_path(note)
-        with durable("delete the note"):
-            path.unlink(missing_ok=True)
-            fsio.fsync_dir(path.parent)
-    entry = ws.logs.pop(memory, None)
-    if entry is not None:
-        for state in (State.LIVE, State.RETIRED):
-            day_file = ws.log_file(entry.day, state)
-            if day_file.exists():
-                with durable("rewrite the day log"):
-                    _write(day_file, daylog.remove_entry(_exact(day_file), memory))
-    for segment in md_files(ws.root / FACTS):
-        with durable("rewrite the ledger"):
+
+def erase_log_entry(memory: str, day_files: Iterable[Path]) -> None:
+    """Take the log entry ``memory`` out of each of ``day_files`` that exists."""
+    for day_file in day_files:
+        if day_file.exists():
+            with fsio.durable("rewrite the day log"):
+                _write(day_file, daylog.remove_entry(_exact(day_file), memory))
+
+
+def erase_ledger_blocks(facts: Path, memory: str, before: str) -> None:
+    """Take out of every ledger segment below ``facts`` the blocks about ``memory`` with an event id
+    before ``before`` (its ``delete`` event's)."""
+    for segment in fsio.md_files(facts):
+        with fsio.durable("rewrite the ledger"):
             kept, erased = ledger.erase_blocks(_exact(segment), memory, before)
             if erased:
                 _write(segment, kept)

@@ -3,7 +3,10 @@
 - appends: write, flush, fsync the file; fsync its directory when the file is new;
 - whole files: temp file in the same directory, fsync, atomic rename, fsync the directory;
 - moves: rename, then fsync both directories;
-- every directory created on the way is fsynced into its parent.
+- every directory created on the way is fsynced into its parent;
+- :func:`durable` turns an I/O failure into a refusal that says nothing was saved.
+
+Also the store's one walk of a folder's Markdown files (:func:`md_files`, :func:`md_tree`).
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ import errno
 import fcntl
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
-from engine.errors import WorkspaceLocked
-
-LOCK_NAME = ".almanac.lock"
+from engine.errors import StoreUnavailable, WorkspaceLocked
+from engine.store.layout import LOCK_NAME
 
 
 def markdown_entries(folder: str, *, hidden_folders: bool) -> list[tuple[tuple[str, ...], os.DirEntry[str]]]:
@@ -46,6 +49,36 @@ def markdown_entries(folder: str, *, hidden_folders: bool) -> list[tuple[tuple[s
 
     walk(folder, ())
     return found
+
+
+def md_files(base: Path) -> list[Path]:
+    """Every Markdown file below ``base`` (none when it does not exist), hidden ones left out,
+    sorted by their path's parts. Folders reached through a symbolic link are not entered (a
+    linked file is read); a folder that cannot be listed is passed over."""
+    return [path for path, _ in md_tree(base)]
+
+
+def md_tree(base: Path) -> list[tuple[Path, Path]]:
+    """:func:`md_files` as ``(path, path relative to base)`` pairs (each path parsed once)."""
+    entries = markdown_entries(str(base), hidden_folders=True)
+    found = sorted(parts for parts, entry in entries if entry.is_file())
+    pairs = []
+    for parts in found:
+        rel = Path(*parts)
+        pairs.append((base / rel, rel))
+    return pairs
+
+
+@contextlib.contextmanager
+def durable(what: str) -> Iterator[None]:
+    """Turn an I/O failure into a refusal that says nothing was saved."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"could not {what} durably ({exc.strerror or exc}); nothing was saved. "
+            "Check the workspace directory's disk space and permissions, then try again."
+        ) from exc
 
 
 def fsync_dir(path: Path) -> None:

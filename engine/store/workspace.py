@@ -1,29 +1,18 @@
 """The workspace directory as one writer sees it: what is on disk, and the durable writes.
 
-Layout (see docs/store-format.md)::
-
-    facts/YYYY-MM.md              the append-only ledger, one segment per month
-    notes/YYYY/MM/DD/<id>.md      live notes        notes/Imported/<label>/…  imported notes
-    archive/<same path as notes>  archived notes (cold storage)
-    retired/notes/<same path>     retired notes     retired/logs/YYYY/MM/DD.md  retired log entries
-    logs/YYYY/MM/DD.md            day logs
-    .almanac.lock                 held by the engine serving the directory
-    .index/ .cache/               derived data, safe to delete
-    .transfer-*/                  an import's staging folder (removed at open if a crash left one)
-
-Directories are created on the first write into them. A note's state is the directory it is in.
-All methods that write must be called with :attr:`Workspace.lock` held (the engine is the one
-writer; the lock orders its threads).
+Where each file lives is :mod:`engine.store.layout` (see docs/store-format.md). Directories are
+created on the first write into them. A note's state is the directory it is in. All methods that
+write must be called with :attr:`Workspace.lock` held (the engine is the one writer; the lock
+orders its threads).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -31,21 +20,28 @@ from pathlib import Path
 from engine.errors import KeptAsIs, StoreUnavailable
 from engine.store import cold, daylog, erasure, fsio, ids, ledger, notefile
 from engine.store.facts import FactTable
+from engine.store.fsio import durable, md_files, md_tree
+from engine.store.layout import (
+    ARCHIVED_NOTES,
+    CACHE,
+    FACTS,
+    LIVE_LOGS,
+    LIVE_NOTES,
+    MEMO_NAME,
+    RETIRED_LOGS,
+    RETIRED_NOTES,
+    STAGING_PREFIX,
+    day_path,
+    segment_path,
+)
 from engine.store.ledger import Problem
 from engine.store.model import Event, LogEntry, Note, State
-from engine.store.yamlmemo import MEMO_NAME, YamlMemo
+from engine.store.yamlmemo import YamlMemo
 
 log = logging.getLogger("almanac.engine.store")
 
-FACTS, NOTES, ARCHIVE, RETIRED, LOGS = "facts", "notes", "archive", "retired", "logs"
-#: Derived data beside the store (the embedding cache, the YAML memo): safe to delete, never exported.
-CACHE = ".cache"
-#: An import's staging folders (``.transfer-import``, ``.transfer-restore``): what it writes goes
-#: there first and is moved into place whole at the end, so one a crash left behind holds nothing
-#: that was ever part of the store; it is removed when the workspace opens.
-STAGING_PREFIX = ".transfer-"
-_NOTE_ROOTS = {State.LIVE: Path(NOTES), State.ARCHIVED: Path(ARCHIVE), State.RETIRED: Path(RETIRED, NOTES)}
-_LOG_ROOTS = {State.LIVE: Path(LOGS), State.RETIRED: Path(RETIRED, LOGS)}
+_NOTE_ROOTS = {State.LIVE: LIVE_NOTES, State.ARCHIVED: ARCHIVED_NOTES, State.RETIRED: RETIRED_NOTES}
+_LOG_ROOTS = {State.LIVE: LIVE_LOGS, State.RETIRED: RETIRED_LOGS}
 
 
 @dataclass(frozen=True)
@@ -70,43 +66,8 @@ class FileProblem:
     torn: bool = False
 
 
-@contextlib.contextmanager
-def durable(what: str) -> Iterator[None]:
-    """Turn an I/O failure into a refusal that says nothing was saved."""
-    try:
-        yield
-    except OSError as exc:
-        raise StoreUnavailable(
-            f"could not {what} durably ({exc.strerror or exc}); nothing was saved. "
-            "Check the workspace directory's disk space and permissions, then try again."
-        ) from exc
-
-
 def content_key(scope: str | None, text: str) -> str:
     return hashlib.sha256(f"{scope or ''}\x1f{text.strip()}".encode()).hexdigest()
-
-
-def day_path(day: date) -> Path:
-    return Path(f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}.md")
-
-
-def md_files(base: Path) -> list[Path]:
-    """Every Markdown file below ``base`` (none when it does not exist), hidden ones left out,
-    sorted by their path's parts. Folders reached through a symbolic link are not entered (a
-    linked file is read); a folder that cannot be listed is passed over."""
-    return [path for path, _ in md_tree(base)]
-
-
-def md_tree(base: Path) -> list[tuple[Path, Path]]:
-    """:func:`md_files` as ``(path, path relative to base)`` pairs (each path parsed once)."""
-    found = sorted(
-        parts for parts, entry in fsio.markdown_entries(str(base), hidden_folders=True) if entry.is_file()
-    )
-    pairs = []
-    for parts in found:
-        rel = Path(*parts)
-        pairs.append((base / rel, rel))
-    return pairs
 
 
 class Workspace:
@@ -210,7 +171,7 @@ class Workspace:
         """Complete a deletion a crash interrupted after its delete event was written."""
         event = self.deleted[memory]
         try:
-            erasure.erase_content(self, memory, event.event_id)
+            self._erase(memory, event.event_id)
         except StoreUnavailable as exc:
             problem = Problem(1, f"could not finish deleting {memory}: {exc.message}")
             self._report(self.root / FACTS, [problem])
@@ -342,7 +303,7 @@ class Workspace:
         """Append one ledger event. A ``delete`` (``life:delete``) is the commit point of a deletion:
         once it is durable the memory's content is erased (:mod:`engine.store.erasure`); a crash in
         between is finished on the next load."""
-        path = self.root / FACTS / f"{event.time.year:04d}-{event.time.month:02d}.md"
+        path = self.root / segment_path(event.time)
         block = ledger.format_event(event)
         if not path.exists():
             block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
@@ -353,10 +314,25 @@ class Workspace:
             self._note_retirement(event)
             if event.kind == "delete":
                 self.deleted[event.memory] = event
-                erasure.erase_content(self, event.memory, event.event_id)
+                self._erase(event.memory, event.event_id)
             elif event.kind in ("store", "supersede"):
                 self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
         self._changed(event.memory)
+
+    def _erase(self, memory: str, before: str) -> None:
+        """Remove ``memory``'s content (:mod:`engine.store.erasure`); ``before`` is its ``delete``
+        event's id (ledger blocks about it with an earlier id go)."""
+        note = self.notes.pop(memory, None)
+        if note is not None:
+            key = content_key(note.note.scope, note.note.body)
+            if self.note_by_content.get(key) == memory:
+                del self.note_by_content[key]
+            erasure.erase_note(self.note_path(note))
+        entry = self.logs.pop(memory, None)
+        if entry is not None:
+            day_files = [self.log_file(entry.day, state) for state in (State.LIVE, State.RETIRED)]
+            erasure.erase_log_entry(memory, day_files)
+        erasure.erase_ledger_blocks(self.root / FACTS, memory, before)
 
     def note_path(self, record: NoteRecord) -> Path:
         return self.root / _NOTE_ROOTS[record.state] / record.rel

@@ -35,7 +35,6 @@ from engine.store import _yaml
 
 log = logging.getLogger(__name__)
 
-MEMO_NAME: Final = "store-yaml.json"
 FORMAT: Final = 2  # 2: only blocks within _yaml's limits
 #: What made the parses: a memo from another loader is not used.
 LOADER: Final = f"pyyaml {yaml.__version__} libyaml={yaml.__with_libyaml__}"

@@ -32,8 +32,6 @@ from typing import Any, TypeVar, cast
 
 import pydantic_core
 from mcp.server import MCPServer
-from mcp.server._otel import OpenTelemetryMiddleware
-from mcp.server._streamable_http_modern import _SingleExchangeDispatchContext
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -65,6 +63,7 @@ from mcp_types.methods import validate_client_request
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 from pydantic import BaseModel, ValidationError
 
+from engine.surface import sdk
 from engine.surface.arguments import argument_message
 from engine.surface.connection import per_connection_listing, worded_params
 from engine.surface.notify import on_this_thread
@@ -145,7 +144,7 @@ class Direct:
 
     def __init__(self, mcp: MCPServer) -> None:
         self.mcp = mcp
-        self.server = mcp._lowlevel_server
+        self.server = sdk.lowlevel_server(mcp)
         self._envelopes: dict[str, Envelope] = {}
         self._tools: dict[str, tuple[Tool, bool]] = {}
         handler = self.server.get_request_handler(_METHOD)
@@ -155,8 +154,8 @@ class Direct:
         #: filter (both pass a call with valid params through), and no cache hint for calls.
         self.enabled = (
             handler is not None
-            and getattr(handler.handler, "__func__", None) is MCPServer._handle_call_tool
-            and [type(m) for m in chain[:2]] == [OpenTelemetryMiddleware, RequestStateBoundary]
+            and sdk.is_sdk_call_tool(handler.handler)
+            and [type(m) for m in chain[:2]] == [sdk.TelemetryMiddleware, RequestStateBoundary]
             and list(chain[2:]) == [worded_params, per_connection_listing]
             and _METHOD not in self.server.cache_hints
         )
@@ -205,7 +204,7 @@ class Direct:
             return None
         if not isinstance(meta, dict) or not meta.keys() <= _ENVELOPE:
             return None
-        tool = self.mcp._tool_manager.get_tool(name)
+        tool = sdk.find_tool(self.mcp, name)
         if tool is None or not self.plain_tool(tool):
             return None
         envelope = self.envelope(version, meta)
@@ -234,11 +233,7 @@ class Direct:
             return None  # the SDK validates again and words the refusal (or the crash)
         connection = envelope.connect()
         transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
-        dctx = _SingleExchangeDispatchContext(
-            transport=transport,
-            request_id=request_id,
-            message_metadata=ServerMessageMetadata(request_context=request),
-        )
+        dctx = sdk.single_exchange(transport, request_id, ServerMessageMetadata(request_context=request))
         # the request's own copy of the envelope's meta (the SDK makes one per request)
         meta = None if envelope.meta is None else RequestParamsMeta(**envelope.meta)
         session = ServerSession(dctx, connection, request_meta=meta)
@@ -253,7 +248,7 @@ class Direct:
             request=request,
         )
         context: Context[Any, Any] = Context(
-            request_context=ctx, mcp_server=self.mcp, subscriptions=self.mcp._subscriptions
+            request_context=ctx, mcp_server=self.mcp, subscriptions=sdk.subscription_bus(self.mcp)
         )
         return Prepared(tool, validated, context, connection, version, lifespan_state)
 
@@ -292,7 +287,7 @@ class Direct:
         shaped = self.plain_shape(result)
         if shaped is None:  # an unusual result: the SDK's own serialisation
             runner = ServerRunner(self.server, prepared.connection, prepared.lifespan_state)
-            return runner._serialize(_METHOD, prepared.version, result)
+            return sdk.serialized_result(runner, _METHOD, prepared.version, result)
         shaped["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
         return shaped
 
@@ -332,7 +327,7 @@ class Direct:
         ):
             return meta.convert_result(returned)
         text = pydantic_core.to_json(returned, fallback=str, indent=2).decode()
-        adapter = meta._output_adapter(model)
+        adapter = sdk.output_adapter(meta, model)
         validated = adapter.validate_python(returned, by_alias=True, by_name=True)
         if isinstance(validated, BaseModel):
             structured = validated.model_dump(mode="json", by_alias=True)

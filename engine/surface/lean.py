@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp.server._streamable_http_modern import _SingleExchangeDispatchContext
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import modern_error_data, serve_one
@@ -50,6 +49,7 @@ from mcp_types import JSONRPCError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engine.surface import sdk
 from engine.surface.direct import Direct
 
 Scope = MutableMapping[str, Any]
@@ -214,11 +214,11 @@ class Lean:
             route.protocol_version, route.client_info, route.client_capabilities
         )
         transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
-        dctx = _SingleExchangeDispatchContext(
-            transport=transport,
-            request_id=plain.request_id,
-            message_metadata=ServerMessageMetadata(request_context=request),
-            progress_token=progress_token_from_params(plain.params),
+        dctx = sdk.single_exchange(
+            transport,
+            plain.request_id,
+            ServerMessageMetadata(request_context=request),
+            progress_token_from_params(plain.params),
         )
         try:
             result = await serve_one(

@@ -23,6 +23,9 @@ Only then is the loop told (``call_soon_threadsafe``) and the reply marked compl
 request on the connection, if it comes in first, marks it. So the caller is not kept waiting for
 the loop to wake between the call's end and its reply. What the thread does not write (a full
 socket, a call that failed) the loop writes, as before.
+
+What it takes of uvicorn's internals (the protocol class, its request cycle, the status lines)
+comes through :mod:`engine.surface.sdk`.
 """
 
 from __future__ import annotations
@@ -34,19 +37,16 @@ import os
 from collections.abc import Callable
 from typing import Any, cast
 
-from uvicorn._types import ASGI3Application
-from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
-
 from engine.surface.handoff import After
 from engine.surface.lean import Reply, reply_headers
 from engine.surface.notify import TOOL_THREADS
 from engine.surface.replies import Replies, Scope
+from engine.surface.sdk import HIGH_WATER_LIMIT, ASGI3Application, Cycle, HttpProtocol, status_line
 
 _PATH = "/mcp"
 
 
-def holdable(cycle: RequestResponseCycle) -> bool:
+def holdable(cycle: Cycle) -> bool:
     """A request :class:`SocketProtocol` may answer itself: ``POST /mcp``, keep-alive, no access
     log, no ``100 Continue`` awaited, a declared body small enough to arrive without back-pressure."""
     scope = cycle.scope
@@ -58,9 +58,9 @@ def holdable(cycle: RequestResponseCycle) -> bool:
     return len(lengths) == 1 and lengths[0].isdigit() and int(lengths[0]) <= HIGH_WATER_LIMIT
 
 
-def framed(cycle: RequestResponseCycle, status: int, body: bytes) -> bytes:
+def framed(cycle: Cycle, status: int, body: bytes) -> bytes:
     """The reply as uvicorn's ``send`` writes a JSON body of known length on a keep-alive connection."""
-    content = [STATUS_LINE[status]]
+    content = [status_line(status)]
     for name, value in [*cycle.default_headers, *reply_headers(body)]:
         content.extend([name.lower(), b": ", value, b"\r\n"])
     if not cycle.keep_alive:  # the server is stopping (uvicorn's shutdown)
@@ -69,7 +69,7 @@ def framed(cycle: RequestResponseCycle, status: int, body: bytes) -> bytes:
     return b"".join(content)
 
 
-class SocketProtocol(HttpToolsProtocol):
+class SocketProtocol(HttpProtocol):
     """uvicorn's ``httptools`` protocol; a plain tool call is answered by ``replies`` (set by
     :func:`protocol_for`) without the ASGI app."""
 
@@ -77,13 +77,13 @@ class SocketProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._held: tuple[RequestResponseCycle, ASGI3Application] | None = None
+        self._held: tuple[Cycle, ASGI3Application] | None = None
         #: A reply a tool thread has written whole, not yet complete here (``_complete_written``).
-        self._written: RequestResponseCycle | None = None
+        self._written: Cycle | None = None
 
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+    def start_app(self, cycle: Cycle, app: ASGI3Application) -> None:
         if not holdable(cycle):
-            super()._start_asgi_task(cycle, app)
+            super().start_app(cycle, app)
         elif cycle.more_body:
             self._held = (cycle, app)  # answered once its body is in (on_message_complete)
         else:
@@ -96,12 +96,12 @@ class SocketProtocol(HttpToolsProtocol):
             self._held = None
             self._answer_soon(*held)
 
-    def _answer_soon(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+    def _answer_soon(self, cycle: Cycle, app: ASGI3Application) -> None:
         task = self.loop.create_task(self._answer(cycle, app))
         task.add_done_callback(self.tasks.discard)
         self.tasks.add(task)
 
-    async def _answer(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+    async def _answer(self, cycle: Cycle, app: ASGI3Application) -> None:
         try:
             job = await self.replies.at_once(cast(Scope, cycle.scope), bytes(cycle.body))
             if job is None:
@@ -127,7 +127,7 @@ class SocketProtocol(HttpToolsProtocol):
 
     def _reply(
         self,
-        cycle: RequestResponseCycle,
+        cycle: Cycle,
         job: Callable[[], Reply],
         fd: int | None,
         outcome: asyncio.Future[bytes | None],
@@ -164,7 +164,7 @@ class SocketProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def _complete_written(
-        self, cycle: RequestResponseCycle | None = None, outcome: asyncio.Future[bytes | None] | None = None
+        self, cycle: Cycle | None = None, outcome: asyncio.Future[bytes | None] | None = None
     ) -> None:
         """The reply a tool thread wrote whole (``cycle``'s, or any) complete, as after uvicorn's
         ``send`` of a last body: once, by whichever comes first, the thread's word or the next
@@ -177,7 +177,7 @@ class SocketProtocol(HttpToolsProtocol):
             settle(outcome, None)
 
 
-def writable_copy(cycle: RequestResponseCycle) -> int | None:
+def writable_copy(cycle: Cycle) -> int | None:
     """A copy of the connection's socket for a tool thread to write the reply to, if nothing is
     waiting to go out before it (the transport's buffer empty, writing not paused); None if the
     loop is to write it. A copy: the connection may close meanwhile, and its descriptor's number
@@ -207,7 +207,7 @@ def settle(outcome: asyncio.Future[bytes | None], rest: bytes | BaseException | 
         outcome.set_result(rest)
 
 
-def completed(cycle: RequestResponseCycle) -> None:
+def completed(cycle: Cycle) -> None:
     """The cycle's reply written: what uvicorn's ``send`` does after a last body."""
     cycle.response_started = True
     cycle.response_complete = True

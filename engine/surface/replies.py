@@ -23,6 +23,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from engine.surface import sdk
 from engine.surface.lean import Lean, Reply
 
 Scope = MutableMapping[str, Any]
@@ -137,7 +138,7 @@ class Replies:
             return
         # The JSON-mode manager's lifespan state (entered once, in its run()) is what its entry
         # hands the handlers; the lean answer hands them the same.
-        state = self.single._lifespan_state
+        state = sdk.lifespan_state(self.single)
         if self.lean is not None and await self.lean.answer(scope, message, state, again, send):
             return
         await self.single.handle_request(scope, again, send)
@@ -152,4 +153,4 @@ class Replies:
         message = decoded(body)
         if not answers_at_once(message):
             return None
-        return await self.lean.direct_job(scope, message, self.single._lifespan_state)
+        return await self.lean.direct_job(scope, message, sdk.lifespan_state(self.single))

@@ -24,8 +24,9 @@ from typing import Any, TextIO
 from engine import settings
 from engine.errors import BadImport
 from engine.store import cold, fsio, notefile
+from engine.store.layout import ARCHIVE, DERIVED, LOCK_NAME, STAGING_PREFIX
 from engine.store.model import State
-from engine.store.workspace import ARCHIVE, STAGING_PREFIX, Workspace
+from engine.store.workspace import Workspace
 from engine.transfer.limits import DEFAULT, Budget, Limits, collisions, mib, read, stream
 from engine.transfer.progress import printer, ticker
 from engine.transfer.sources import Entry, Skipped, open_source
@@ -33,7 +34,6 @@ from engine.transfer.sources import Entry, Skipped, open_source
 MANIFEST = "almanac-export.json"
 FORMAT = "almanac-export"
 VERSION = 1
-DERIVED = (".index", ".cache")
 
 
 def store_files(root: Path) -> list[PurePosixPath]:
@@ -45,7 +45,7 @@ def store_files(root: Path) -> list[PurePosixPath]:
             dirnames[:] = [d for d in dirnames if d not in DERIVED and not d.startswith(STAGING_PREFIX)]
         for name in filenames:
             path = Path(dirpath, name)
-            if rel_dir == Path(".") and name == fsio.LOCK_NAME:
+            if rel_dir == Path(".") and name == LOCK_NAME:
                 continue
             if path.is_symlink() or not path.is_file():
                 continue
@@ -221,7 +221,7 @@ def plan_restore(entries: list[Entry], manifest: dict[str, Any], limits: Limits)
         raise BadImport(f"the export's files do not match its manifest ({extra[0]}); nothing was written")
     for name in sorted(listed):
         top = PurePosixPath(name).parts[0]
-        if top in DERIVED or top == fsio.LOCK_NAME or top.startswith(STAGING_PREFIX):
+        if top in DERIVED or top == LOCK_NAME or top.startswith(STAGING_PREFIX):
             raise BadImport(
                 f"the export holds {name}, which is not part of a store (derived data or the "
                 "engine's own file; an export never carries it); nothing was written"

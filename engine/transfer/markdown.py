@@ -25,13 +25,13 @@ from typing import TextIO
 
 from engine.errors import BadImport
 from engine.store import fsio, notefile
-from engine.store.workspace import STAGING_PREFIX, Workspace
+from engine.store.layout import IMPORTED, STAGING_PREFIX
+from engine.store.workspace import Workspace
 from engine.transfer.limits import DEFAULT, Budget, FileTooLarge, Limits, mib, stream
 from engine.transfer.limits import read as read_member
 from engine.transfer.progress import printer, ticker
 from engine.transfer.sources import Entry, Skipped, open_source
 
-IMPORTED = PurePosixPath("notes", "Imported")
 SUFFIXES = (".md", ".markdown")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}")
 

@@ -16,7 +16,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from engine.store.fsio import LOCK_NAME
+from engine.store.layout import LOCK_NAME
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from tests import hostile_store as H
+from tests import hostile_store
 from tests.engine.support import engine_command, snapshot, socket_client, socket_engine
 from tests.engine.test_server_reliability import _until
 
@@ -96,30 +96,33 @@ def _check_served(sock: Path, hostile: dict[str, str]) -> None:
 @pytest.mark.req("rel:fuzz", "store:bad-file", "recall:status")
 def test_an_engine_starts_on_the_hostile_store_in_bounded_time_and_memory(tmp_path: Path) -> None:
     ws, sock = tmp_path / "ws", tmp_path / "e.sock"
-    written = H.write(ws)
+    written = hostile_store.write(ws)
     with socket_engine(ws, sock, *OFF) as proc:  # healthy within its bounded wait
-        _check_served(sock, {n.path: n.word for n in H.NOTES})
+        _check_served(sock, {n.path: n.word for n in hostile_store.NOTES})
         status = _call(sock, "memory_status", {}).structured_content
-        assert "more than 10,000 values" in {p["path"]: p["problem"] for p in status["problems"]}[H.LEDGER]
+        assert (
+            "more than 10,000 values"
+            in {p["path"]: p["problem"] for p in status["problems"]}[hostile_store.LEDGER]
+        )
         peak = peak_rss(proc.pid)
     assert peak < PEAK_BYTES, f"the engine peaked at {peak / 2**20:.0f} MiB"
     after = snapshot(ws)  # the plain note was archived by the sweep; the kept ones are never rewritten
-    assert {p: after[p] for p in written if p != H.PLAIN_NOTE[0]} == {
-        p: b for p, b in written.items() if p != H.PLAIN_NOTE[0]
+    assert {p: after[p] for p in written if p != hostile_store.PLAIN_NOTE[0]} == {
+        p: b for p, b in written.items() if p != hostile_store.PLAIN_NOTE[0]
     }
 
 
 @pytest.mark.req("rel:fuzz", "engine:rebuild")
 def test_reindex_and_doctor_on_the_hostile_store_are_bounded_and_name_each_file(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    written = H.write(ws)
+    written = hostile_store.write(ws)
     code, peak, err = run_measured("--reindex", "--dir", str(ws), *OFF)
     assert code == 0, err
     assert peak < PEAK_BYTES, f"the reindex peaked at {peak / 2**20:.0f} MiB"
     code, peak, err = run_measured("--doctor", "--dir", str(ws), *OFF)
     assert code == 1  # the hostile files are problems to report
     assert peak < PEAK_BYTES, f"the doctor peaked at {peak / 2**20:.0f} MiB"
-    for path in [n.path for n in H.NOTES] + [H.LEDGER]:
+    for path in [n.path for n in hostile_store.NOTES] + [hostile_store.LEDGER]:
         assert f"problem: {path}:" in err, err
     assert "memories missing from" not in err  # the kept notes were indexed by their bodies
     assert snapshot(ws) == written
@@ -128,7 +131,7 @@ def test_reindex_and_doctor_on_the_hostile_store_are_bounded_and_name_each_file(
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_importing_hostile_markdown_into_a_running_engine_is_bounded(tmp_path: Path) -> None:
     ws, sock = tmp_path / "ws", tmp_path / "e.sock"
-    upload = H.markdown_zip()
+    upload = hostile_store.markdown_zip()
     with (
         socket_engine(ws, sock, *OFF) as proc,
         httpx.Client(
@@ -137,7 +140,7 @@ def test_importing_hostile_markdown_into_a_running_engine_is_bounded(tmp_path: P
     ):
         reply = http.post("/admin/import", params={"label": "hostile"}, content=upload)
         assert reply.status_code == 200, reply.text
-        names = {Path(n.path).name: n for n in H.NOTES if n.word != "okapi"}
+        names = {Path(n.path).name: n for n in hostile_store.NOTES if n.word != "okapi"}
         assert sorted(reply.json()["imported"]) == sorted(f"notes/Imported/hostile/{name}" for name in names)
         assert [(s["path"], "larger than" in s["reason"]) for s in reply.json()["skipped"]] == [
             ("huge.md", True)

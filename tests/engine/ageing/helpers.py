@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from engine import settings as S
+from engine import settings
 from engine.ageing.lifecycle import Lifecycle
 from engine.embed.base import Embedder
 from engine.embed.off import OffEmbedder
@@ -43,7 +43,7 @@ def aged_engine(
     layer: Mapping[str, object] | None = None,
     embedder: Embedder | None = None,
 ) -> Iterator[Aged]:
-    loaded = S.resolve(None, layer)
+    loaded = settings.resolve(None, layer)
     ws = Workspace(root)
     ws.open()
     indexer = Indexer(ws, embedder or OffEmbedder(), scan_interval_s=None)

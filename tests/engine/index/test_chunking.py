@@ -11,20 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.index import docs as D
+from engine.index import docs
 
 
-def _reference(text: str, target: int = D.CHUNK_TARGET) -> list[str]:
+def _reference(text: str, target: int = docs.CHUNK_TARGET) -> list[str]:
     """The chunking as it was before the fix (quadratic, but right): the new one must agree."""
     text = text.strip()
     if len(text) <= target * 5 // 4:
         return [text] if text else [""]
     out: list[str] = []
-    for para in D._split(text, re.compile(r"\n\s*\n"), "\n\n", target):
+    for para in docs._split(text, re.compile(r"\n\s*\n"), "\n\n", target):
         if len(para) <= target * 5 // 4:
             out.append(para)
             continue
-        for sentence in D._split(para, re.compile(r"(?<=[.!?])\s+"), " ", target):
+        for sentence in docs._split(para, re.compile(r"(?<=[.!?])\s+"), " ", target):
             while len(sentence) > target * 5 // 4:
                 cut = sentence.rfind(" ", target // 2, target)
                 cut = target if cut < 0 else cut
@@ -44,7 +44,7 @@ WORDS = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(WORDS, st.sampled_from([20, 50, 800]))
 def test_chunking_agrees_with_the_reference_and_keeps_every_character(text: str, target: int) -> None:
-    chunks = D.chunk_text(text, target)
+    chunks = docs.chunk_text(text, target)
     assert chunks == _reference(text, target)
     assert "".join("".join(c.split()) for c in chunks) == "".join(text.split())  # nothing lost
 
@@ -68,5 +68,5 @@ def test_chunking_time_grows_linearly_with_the_text(unit: str) -> None:
     n = 1_000_000  # past the CPU caches, where time is closest to linear in the bytes touched
     small = (unit * (n // len(unit) + 1))[:n]
     large = small * 4
-    ratio = _best_time(lambda: D.chunk_text(large)) / _best_time(lambda: D.chunk_text(small))
+    ratio = _best_time(lambda: docs.chunk_text(large)) / _best_time(lambda: docs.chunk_text(small))
     assert ratio < 10, f"chunking 4× the text took {ratio:.1f}× the time"

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from engine.index import docs as D
+from engine.index import docs
 from engine.index.mentions import names, stated_day, subject, written_days
 
 WRITTEN = datetime(2024, 3, 6, 9, 30, tzinfo=UTC)  # a Wednesday
@@ -84,18 +84,18 @@ def test_relative_days_need_the_memory_s_time_and_only_a_leading_full_date_is_st
 
 
 def test_index_rows_carry_written_days_names_and_the_stated_session() -> None:
-    item = D.Item(
+    item = docs.Item(
         "nte_1", "note", "On 2 March 2024, Priya said she met Tomás yesterday.", WRITTEN, "live",
         None, "chat", (), None, "nte_1",
     )  # fmt: skip
-    (doc,) = D.item_docs(item, None, None)
+    (doc,) = docs.item_docs(item, None, None)
     assert doc.speaker == "Priya" and doc.names == "Priya Tomás"
     assert "2 March 2024" in doc.dates and "6 March 2024" in doc.dates and "2024-03-05" in doc.dates
     assert doc.grp.endswith("2024-03-02")
-    other = D.Item(
+    other = docs.Item(
         "nte_2", "note", "On 4 March 2024, Tomás said hi.", WRITTEN, "live", None, "chat", (), None, "nte_2"
     )
-    assert D.item_docs(item, None, other)[0].context == ""  # dated entries of other days
+    assert docs.item_docs(item, None, other)[0].context == ""  # dated entries of other days
 
 
 @pytest.mark.parametrize(
@@ -121,9 +121,9 @@ def test_index_rows_carry_written_days_names_and_the_stated_session() -> None:
 def test_the_quick_checks_never_skip_a_date_the_expressions_would_find(text: str) -> None:
     """The digit and word checks in front of the date expressions are only shortcuts: whatever
     the expressions match, the checks let through."""
-    from engine.index import mentions as M
+    from engine.index import mentions
 
-    if M._RELATIVE.search(text):
-        assert M.may_be_relative(text)
-    if any(r.search(text) for r in (M._DAY_MONTH, M._MONTH_DAY, M._ISO)):
-        assert M._DIGIT.search(text)
+    if mentions._RELATIVE.search(text):
+        assert mentions.may_be_relative(text)
+    if any(r.search(text) for r in (mentions._DAY_MONTH, mentions._MONTH_DAY, mentions._ISO)):
+        assert mentions._DIGIT.search(text)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.index import voices as V
+from engine.index import voices
 from engine.index.indexer import INDEX_DIR, Indexer
 from engine.memory import Memory
 from engine.store.workspace import Workspace
@@ -28,15 +28,15 @@ EXCHANGE = [
 SPEAKERS = ["priya", "sam"] * 4
 
 
-def turns(texts: list[str]) -> list[V.Turn]:
-    return [V.turn_of(t) for t in texts]
+def turns(texts: list[str]) -> list[voices.Turn]:
+    return [voices.turn_of(t) for t in texts]
 
 
 @pytest.mark.req("quality:layouts")
 def test_the_writer_of_every_turn_of_an_unnamed_exchange_is_worked_out() -> None:
     found = turns(EXCHANGE)
     for at, who in enumerate(SPEAKERS):
-        voice = V.voice(found, at)
+        voice = voices.voice(found, at)
         assert set(voice) == {"priya", "sam"}
         assert voice[who] >= 0.9, (at, EXCHANGE[at], voice)
         assert voice["sam" if who == "priya" else "priya"] <= 0.1
@@ -44,45 +44,45 @@ def test_the_writer_of_every_turn_of_an_unnamed_exchange_is_worked_out() -> None
 
 @pytest.mark.req("quality:layouts")
 def test_speaking_to_someone_by_name_marks_only_strict_addresses() -> None:
-    assert V.vocatives("Thanks, Priya! It was fun.") == {"priya"}
-    assert V.vocatives("Hey Priya, look at this.") == {"priya"}
-    assert V.vocatives("Wow Sam!") == {"sam"}
-    assert V.vocatives("I told Priya about it.") == frozenset()
-    assert V.vocatives("Cool, that works. Definitely!") == frozenset()  # a sentence's first word
-    assert V.vocatives("Priya, look.") == frozenset()  # could as well be "Definitely, look."
+    assert voices.vocatives("Thanks, Priya! It was fun.") == {"priya"}
+    assert voices.vocatives("Hey Priya, look at this.") == {"priya"}
+    assert voices.vocatives("Wow Sam!") == {"sam"}
+    assert voices.vocatives("I told Priya about it.") == frozenset()
+    assert voices.vocatives("Cool, that works. Definitely!") == frozenset()  # a sentence's first word
+    assert voices.vocatives("Priya, look.") == frozenset()  # could as well be "Definitely, look."
 
 
 @pytest.mark.req("quality:layouts")
 def test_a_nickname_counts_as_the_name_it_shortens() -> None:
     texts = ["Hey Mel, how are you?", "Good, Caroline! Busy.", "Same here, Melanie.", "Sounds busy."]
-    voice = V.voice(turns(texts), 3)
+    voice = voices.voice(turns(texts), 3)
     assert voice["melanie"] == voice["mel"] >= 0.9
-    assert V.chance_by(voice, ["melanie"]) == voice["melanie"]
-    assert V.chance_by(voice, ["mel"]) == voice["melanie"]
-    assert V.chance_by(voice, ["tomás"]) is None
+    assert voices.chance_by(voice, ["melanie"]) == voice["melanie"]
+    assert voices.chance_by(voice, ["mel"]) == voice["melanie"]
+    assert voices.chance_by(voice, ["tomás"]) is None
 
 
 @pytest.mark.req("quality:layouts")
 def test_notes_that_speak_to_nobody_or_to_many_get_no_writer() -> None:
     notes = ["The staging database lives in Frankfurt.", "Deploys happen on Tuesdays.", "Alice owns billing."]
-    assert all(V.voice(turns(notes), i) == {} for i in range(len(notes)))
+    assert all(voices.voice(turns(notes), i) == {} for i in range(len(notes)))
     many = ["Thanks, Alice!", "Hi Bob, welcome.", "Sure, Carol.", "Right, Dave.", "Agreed, Erin."]
-    assert all(V.voice(turns(many), i) == {} for i in range(len(many)))
+    assert all(voices.voice(turns(many), i) == {} for i in range(len(many)))
 
 
 @pytest.mark.req("quality:layouts")
 def test_a_memory_s_writer_depends_only_on_its_window() -> None:
     long = turns(EXCHANGE * 12)
-    assert len(long) > 2 * V.WINDOW + 2
-    for at in (0, 5, V.WINDOW, len(long) - 1):
-        lo, hi = max(at - V.WINDOW, 0), min(at + V.WINDOW + 1, len(long))
-        assert V.voice(long, at) == V.voice(long[lo:hi], at - lo)
+    assert len(long) > 2 * voices.WINDOW + 2
+    for at in (0, 5, voices.WINDOW, len(long) - 1):
+        lo, hi = max(at - voices.WINDOW, 0), min(at + voices.WINDOW + 1, len(long))
+        assert voices.voice(long, at) == voices.voice(long[lo:hi], at - lo)
 
 
 def test_encoded_voices_read_back() -> None:
     voice = {"mel": 0.97, "melanie": 0.97, "caroline": 0.03}
-    assert V.decode(V.encode(voice)) == voice
-    assert V.encode({}) == "" and V.decode("") == {}
+    assert voices.decode(voices.encode(voice)) == voice
+    assert voices.encode({}) == "" and voices.decode("") == {}
 
 
 @pytest.mark.req("quality:layouts")
@@ -94,7 +94,7 @@ def test_the_index_keeps_who_wrote_what_in_step_with_writes_like_a_rebuild(tmp_p
         found = e.indexer.db.reader.voices(ids)
         assert set(found) == set(ids)
         for memory, who in zip(ids, SPEAKERS, strict=True):
-            assert V.decode(found[memory])[who] >= 0.9
+            assert voices.decode(found[memory])[who] >= 0.9
         # a turn taken away: the rest follow, and its own row goes with it
         e.memory.retire(CALLER, ids[3])
         e.memory.remember(CALLER, "Sounds good, Sam.")

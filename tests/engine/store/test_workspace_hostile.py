@@ -14,10 +14,10 @@ import pytest
 
 from engine.ageing import archive
 from engine.errors import KeptAsIs
+from engine.store.layout import CACHE, MEMO_NAME
 from engine.store.model import State
-from engine.store.workspace import CACHE, Workspace
-from engine.store.yamlmemo import MEMO_NAME
-from tests import hostile_store as H
+from engine.store.workspace import Workspace
+from tests import hostile_store
 from tests.engine.support import snapshot
 
 #: Generous for a handful of files on a loaded machine; expanding the bombs takes minutes.
@@ -43,17 +43,17 @@ def opened(root: Path) -> Workspace:
 @pytest.mark.req("rel:fuzz", "store:bad-file")
 def test_the_hostile_store_opens_at_once_and_names_every_hostile_file(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    written = H.write(root)
+    written = hostile_store.write(root)
     for _ in range(2):  # the second open reads the YAML memo the first wrote
         ws = opened(root)
         try:
             problems = {p.path: p.message for p in ws.problems}
-            for note in H.NOTES:
+            for note in hostile_store.NOTES:
                 assert "frontmatter was not read" in problems[note.path], problems
                 assert "kept as it is" in problems[note.path]
-            assert "more than 10,000 values" in problems[H.LEDGER]
+            assert "more than 10,000 values" in problems[hostile_store.LEDGER]
             bodies = {r.note.body: r for r in ws.notes.values()}
-            for note in H.NOTES:
+            for note in hostile_store.NOTES:
                 record = bodies[f"The {note.word} is in this note's body."]
                 assert record.note.unread is not None and record.note.extra == {}
             assert "nte_plain" in ws.notes and ws.notes["nte_plain"].note.tags == ("ok",)
@@ -67,7 +67,7 @@ def test_the_hostile_store_opens_at_once_and_names_every_hostile_file(tmp_path: 
 
 def test_a_kept_note_is_never_rewritten(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    written = H.write(root)
+    written = hostile_store.write(root)
     ws = opened(root)
     try:
         kept = next(r for r in ws.notes.values() if r.note.unread is not None)
@@ -79,6 +79,6 @@ def test_a_kept_note_is_never_rewritten(tmp_path: Path) -> None:
         assert not {r.note.id for r in ws.notes.values() if r.note.unread} & set(moved)
     finally:
         ws.close()
-    assert {k: v for k, v in snapshot(root).items() if k in written and k != H.PLAIN_NOTE[0]} == {
-        k: v for k, v in written.items() if k != H.PLAIN_NOTE[0]
+    assert {k: v for k, v in snapshot(root).items() if k in written and k != hostile_store.PLAIN_NOTE[0]} == {
+        k: v for k, v in written.items() if k != hostile_store.PLAIN_NOTE[0]
     }

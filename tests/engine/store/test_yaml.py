@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.store import _yaml
-from tests import hostile_store as H
+from tests import hostile_store
 
 #: Generous for a few hundred bytes of YAML on a loaded machine; an expansion takes minutes.
 BOUND_S = 2.0
@@ -40,24 +40,24 @@ def refused(text: str) -> str:
 
 @pytest.mark.req("rel:fuzz")
 def test_an_alias_bomb_is_refused_without_being_expanded() -> None:
-    assert len(H.alias_bomb().encode()) < 500
-    assert f"more than {_yaml.MAX_NODES:,} values" in refused(H.alias_bomb())
+    assert len(hostile_store.alias_bomb().encode()) < 500
+    assert f"more than {_yaml.MAX_NODES:,} values" in refused(hostile_store.alias_bomb())
 
 
 @pytest.mark.req("rel:fuzz")
 def test_a_smaller_bomb_is_refused_by_its_expanded_size_not_its_text() -> None:
-    text = H.alias_bomb(levels=3, width=25)  # 25³ = 15,625 values in ~300 bytes
+    text = hostile_store.alias_bomb(levels=3, width=25)  # 25³ = 15,625 values in ~300 bytes
     assert "values" in refused(text)
 
 
 @pytest.mark.req("rel:fuzz")
 def test_a_recursive_alias_is_refused() -> None:
-    assert "recursive" in refused(H.recursive_alias())
+    assert "recursive" in refused(hostile_store.recursive_alias())
 
 
 @pytest.mark.req("rel:fuzz")
 def test_deep_nesting_is_refused_also_through_aliases() -> None:
-    assert f"deeper than {_yaml.MAX_DEPTH}" in refused(H.deep_nesting())
+    assert f"deeper than {_yaml.MAX_DEPTH}" in refused(hostile_store.deep_nesting())
     # each half is within the limit; an alias joins them past it (a remembered node's height counts)
     half = _yaml.MAX_DEPTH // 2 + 2
     joined = f"a: &a {'[' * half}{']' * half}\nb: {'[' * half}*a{']' * half}"
@@ -67,7 +67,7 @@ def test_deep_nesting_is_refused_also_through_aliases() -> None:
 
 @pytest.mark.req("rel:fuzz")
 def test_a_block_longer_than_the_limit_is_refused_before_parsing() -> None:
-    assert f"{_yaml.MAX_BLOCK_CHARS:,}" in refused(H.huge_frontmatter())
+    assert f"{_yaml.MAX_BLOCK_CHARS:,}" in refused(hostile_store.huge_frontmatter())
 
 
 def test_aliases_within_the_limits_read_as_pyyaml_reads_them() -> None:

@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from engine.memory import Memory
 from engine.scope import Caller
 from engine.store import _yaml
-from engine.store.workspace import CACHE, Workspace, md_files
-from engine.store.yamlmemo import LOADER, MEMO_NAME, YamlMemo, decode, encode, same
+from engine.store.fsio import md_files
+from engine.store.layout import CACHE, MEMO_NAME
+from engine.store.workspace import Workspace
+from engine.store.yamlmemo import LOADER, YamlMemo, decode, encode, same
 
 ME = Caller(client_name="test")
 

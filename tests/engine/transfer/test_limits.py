@@ -21,7 +21,7 @@ from engine.errors import BadImport
 from engine.store.workspace import Workspace
 from engine.transfer import archive, markdown
 from engine.transfer.limits import DEFAULT, Limits
-from tests import hostile_archives as A
+from tests import hostile_archives
 from tests.engine.support import snapshot
 
 BOUND_S = 30.0
@@ -79,23 +79,23 @@ def restore_refused(ws: Workspace, source: Path, limits: Limits = DEFAULT) -> st
 def test_a_note_that_unpacks_past_the_per_file_limit_is_refused_before_writing(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    source = upload(tmp_path, A.ratio_bomb())
+    source = upload(tmp_path, hostile_archives.ratio_bomb())
     assert source.stat().st_size < 200_000  # 64 MiB in a few tens of kilobytes
     message = restore_refused(ws, source)
-    assert A.NOTE in message and "67,108,864 bytes" in message and "1,000,000 bytes" in message
+    assert hostile_archives.NOTE in message and "67,108,864 bytes" in message and "1,000,000 bytes" in message
 
 
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_a_member_whose_declared_size_lies_is_read_no_further_than_declared(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    message = restore_refused(ws, upload(tmp_path, A.lying_size()))
-    assert A.NOTE in message and "damaged" in message
+    message = restore_refused(ws, upload(tmp_path, hostile_archives.lying_size()))
+    assert hostile_archives.NOTE in message and "damaged" in message
 
 
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_markdown_past_the_total_is_refused_before_writing(ws: Workspace, tmp_path: Path) -> None:
-    source = upload(tmp_path, A.markdown_ratio_bomb(members=12, size=999_000))
+    source = upload(tmp_path, hostile_archives.markdown_ratio_bomb(members=12, size=999_000))
     limits = Limits(total_bytes=8_000_000)
     with pytest.raises(BadImport, match=r"unpacks to more than 8,000,000 bytes") as caught:
         bounded(lambda: markdown.check_source(source, limits))
@@ -112,7 +112,7 @@ def test_markdown_past_the_total_is_refused_before_writing(ws: Workspace, tmp_pa
 
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_a_zip_listing_too_many_entries_is_refused_from_its_end_record(ws: Workspace, tmp_path: Path) -> None:
-    source = upload(tmp_path, A.many_members(1_001))
+    source = upload(tmp_path, hostile_archives.many_members(1_001))
     with pytest.raises(BadImport, match=r"lists 1,001 entries; an import takes at most 1,000"):
         markdown.import_markdown(ws, source, "Many", out=io.StringIO(), limits=Limits(members=1_000))
     untouched(ws)
@@ -122,7 +122,7 @@ def test_a_zip_listing_too_many_entries_is_refused_from_its_end_record(ws: Works
 
 @pytest.mark.req("rel:fuzz")
 def test_an_end_record_that_understates_the_entries_does_not_hide_them(ws: Workspace, tmp_path: Path) -> None:
-    source = upload(tmp_path, A.understated_count(1_001))
+    source = upload(tmp_path, hostile_archives.understated_count(1_001))
     with pytest.raises(BadImport, match=r"lists 1,001 entries; an import takes at most 1,000"):
         markdown.import_markdown(ws, source, "Many", out=io.StringIO(), limits=Limits(members=1_000))
     untouched(ws)
@@ -130,7 +130,9 @@ def test_an_end_record_that_understates_the_entries_does_not_hide_them(ws: Works
 
 @pytest.mark.req("rel:fuzz", "life:import")
 def test_paths_too_deep_or_too_long_are_skipped_with_the_reason(ws: Workspace, tmp_path: Path) -> None:
-    done = markdown.import_markdown(ws, upload(tmp_path, A.nested_paths()), "Paths", out=io.StringIO())
+    done = markdown.import_markdown(
+        ws, upload(tmp_path, hostile_archives.nested_paths()), "Paths", out=io.StringIO()
+    )
     assert [str(p) for p in done.imported] == ["notes/Imported/Paths/fine.md"]
     reasons = sorted(s.reason for s in done.skipped)
     assert len(reasons) == 3
@@ -139,33 +141,35 @@ def test_paths_too_deep_or_too_long_are_skipped_with_the_reason(ws: Workspace, t
 
 
 @pytest.mark.req("rel:fuzz", "life:import")
-@pytest.mark.parametrize("kind", sorted(A.DAMAGED))
+@pytest.mark.parametrize("kind", sorted(hostile_archives.DAMAGED))
 def test_a_damaged_export_is_a_bad_import_that_says_what_is_wrong(
     ws: Workspace, tmp_path: Path, kind: str
 ) -> None:
-    build, words = A.DAMAGED[kind]
+    build, words = hostile_archives.DAMAGED[kind]
     assert words in restore_refused(ws, upload(tmp_path, build()))
 
 
 def test_a_truncated_zip_is_not_taken_for_a_zip(ws: Workspace, tmp_path: Path) -> None:
     with pytest.raises(BadImport, match="neither a folder nor a zip"):
-        archive.restore(ws, upload(tmp_path, A.truncated()), out=io.StringIO())
+        archive.restore(ws, upload(tmp_path, hostile_archives.truncated()), out=io.StringIO())
     untouched(ws)
 
 
 @pytest.mark.req("life:import")
 def test_a_file_and_folder_of_one_name_in_markdown_keeps_the_first(ws: Workspace, tmp_path: Path) -> None:
-    done = markdown.import_markdown(ws, upload(tmp_path, A.markdown_collision()), "Ibis", out=io.StringIO())
+    done = markdown.import_markdown(
+        ws, upload(tmp_path, hostile_archives.markdown_collision()), "Ibis", out=io.StringIO()
+    )
     assert [str(p) for p in done.imported] == ["notes/Imported/Ibis/a.md"]
     assert [(s.path, "name of one of its folders" in s.reason) for s in done.skipped] == [("a.md/b.md", True)]
 
 
 @pytest.mark.req("life:import")
 def test_a_good_export_still_restores(ws: Workspace, tmp_path: Path) -> None:
-    source = upload(tmp_path, A.good_export())
+    source = upload(tmp_path, hostile_archives.good_export())
     archive.check_restore(ws, source)
     archive.restore(ws, source, out=io.StringIO())
-    assert (ws.root / A.NOTE).read_bytes() == A.NOTE_TEXT
+    assert (ws.root / hostile_archives.NOTE).read_bytes() == hostile_archives.NOTE_TEXT
 
 
 class _Unnamed(zipfile.ZipInfo):
@@ -198,7 +202,7 @@ def test_a_member_with_no_name_is_skipped_or_refused_cleanly(ws: Workspace, tmp_
         other.close()
 
 
-GOOD = A.good_export()
+GOOD = hostile_archives.good_export()
 
 
 @pytest.mark.req("rel:fuzz")
@@ -220,6 +224,6 @@ def test_any_corruption_of_an_export_is_refused_cleanly_or_restores_it_whole(
         except BadImport:
             untouched(ws)
         else:
-            assert (ws.root / A.NOTE).read_bytes() == A.NOTE_TEXT
+            assert (ws.root / hostile_archives.NOTE).read_bytes() == hostile_archives.NOTE_TEXT
     finally:
         ws.close()
