@@ -62,6 +62,10 @@ class Step:
         return self.p99 <= P99_MS and not self.problems and not self.errors
 
 
+def _share() -> str:
+    return f"{ACTIVE_SHARE * 100:g} %"
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a process (``/proc``; 0 once it has exited)."""
     try:
@@ -171,6 +175,17 @@ def bounds(steps: list[Step], memory_bytes: int, fd_limit: int, cores: int) -> s
         )
     ]
     found: dict[str, float] = {"CPU": math.inf if capped else cpu}
+    spent = max((s.cpu_ms for s in steps), default=0.0)
+    per_client = max((s.calls_per_s / s.active for s in steps), default=0.0)
+    if spent and per_client:
+        carried = cores * 1000 / spent  # calls/s the cores carry at full use, nothing else running
+        workspaces = int(carried / 2 / per_client / ACTIVE_SHARE)
+        lines.append(
+            f"- **CPU (extrapolated from the CPU per call):** {spent:.1f} ms of server CPU per call "
+            f"(gateway, engine, embedder) is at most {carried:.0f} calls/s on {cores} cores; at half "
+            f"of that (a p99 needs idle cores) and {per_client:.1f} calls/s per active workspace (this "
+            f"run's pace) ≈ {workspaces:,} workspaces with {_share()} active (the clients elsewhere)."
+        )
     fixed = (last.gateway_rss_mb + last.embedder_rss_mb) * 2**20
     per_engine = max((s.rss_mb for s in steps), default=0.0) * 2**20
     if per_engine:
@@ -182,7 +197,7 @@ def bounds(steps: list[Step], memory_bytes: int, fd_limit: int, cores: int) -> s
                 f"- **Memory ({label}, {total / 2**30:.0f} GB; extrapolated):** 90 % of it less the "
                 f"gateway and embedder ({fixed / 2**20:.0f} MB) over {per_engine / 2**20:.0f} MB per "
                 f"running engine ≈ {engines:,} engines at once ≈ {workspaces:,} workspaces with "
-                f"{ACTIVE_SHARE:.0%} active."
+                f"{_share()} active."
             )
     per_active = max((s.gateway_fds / s.active for s in steps), default=0.0)
     if per_active:
@@ -192,7 +207,7 @@ def bounds(steps: list[Step], memory_bytes: int, fd_limit: int, cores: int) -> s
             f"- **File descriptors (extrapolated):** each engine holds its own (≈ {last.fds:.0f}, "
             f"within its own limit); the gateway holds ≈ {per_active:.1f} per active workspace (its "
             f"connections to clients and engines, the engines' pipes), so a limit of {fd_limit:,} "
-            f"allows ≈ {workspaces:,} workspaces with {ACTIVE_SHARE:.0%} active."
+            f"allows ≈ {workspaces:,} workspaces with {_share()} active."
         )
     first = min(found, key=lambda k: found[k])
     lines.append(
@@ -216,7 +231,7 @@ def section(command: str, steps: list[Step], seconds: float, pace: float, note: 
         f"{HEADING}\n\n"
         f"`{command}`, {time.strftime('%Y-%m-%d %H:%M')} UTC on {cores} CPUs and "
         f"{memory / 2**30:.0f} GB (the clients on the same cores), {seconds:g} s a step, "
-        f"{ACTIVE_SHARE:.0%} of the workspaces active with one client each, {pace:g} s between its "
+        f"{_share()} of the workspaces active with one client each, {pace:g} s between its "
         f"calls (the mixed stream); the others registered and asleep. {note}\n\n"
         + HEAD
         + "\n"

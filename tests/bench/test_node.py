@@ -41,6 +41,9 @@ def test_the_bounds_name_the_one_a_node_meets_first() -> None:
     # (24 GB × 0.9 − 250 MB) ÷ 100 MB = 218 engines, 2,180 workspaces with 10 % active
     assert "≈ 218 engines at once ≈ 2,180 workspaces" in text
     assert text.rstrip().endswith("**Bound first on a 24 GB node with 2 cores:** CPU.")
+    # 9 ms per call: 222 calls/s on 2 cores; half of it at 25 calls/s per active workspace (the
+    # busiest step's) is 4.4 active workspaces, 44 in all
+    assert "at most 222 calls/s on 2 cores" in text and "≈ 44 workspaces with 10 % active" in text
     # every step held: CPU is not the first bound the figures can name
     held = [_step(20, 40.0, 20), _step(40, 60.0, 400)]
     text = node.bounds(held, 23 * gib, 2_000, 2)
