@@ -261,7 +261,13 @@ async def measure(
     rng: random.Random,
     out: Outcome,
     backoff: Backoff,
+    *,
+    pace: float = 0.0,
+    sleeping: bool | None = None,
 ) -> None:
+    """Every client calls for ``seconds``, one call at a time, ``pace`` seconds apart (0: back to
+    back); the workspaces sleep and wake when ``sleeping`` (default: when the row has several)."""
+    sleeping = row.sleeping if sleeping is None else sleeping
     ready = anyio.Event()
     connected = [0]
     total = sum(len(s.tokens) for s in spaces)
@@ -304,6 +310,8 @@ async def measure(
                             out.errors[refused] += 1
                         elif not over():
                             (out.wakes if waking else out.latencies).append(took)
+                        if pace:
+                            await anyio.sleep(pace)
             except Exception as exc:  # a 429, or a broken call: counted, then a new connection
                 if statuses[429] > limited:
                     out.limited += statuses[429] - limited
@@ -331,7 +339,7 @@ async def measure(
         for space in spaces:
             for k in range(len(space.tokens)):
                 tg.start_soon(client_loop, space, k)
-            if row.sleeping:
+            if sleeping:
                 tg.start_soon(conductor, space)
         await ready.wait()
         before = cpu_by_process(run)

@@ -4,6 +4,7 @@
     python -m bench.load --quick               two rows of 8 s each (≤ 60 s on a quiet host)
     python -m bench.load --rows 8x1:mixed,32x16:mixed:limited --seconds 30
     python -m bench.load --write-docs          also write the table into docs/benchmarks.md
+    python -m bench.load --node                the most workspaces one node serves (bench/node.py)
 
 Each row starts its own ``almanac serve`` (port 0, the shared embedder on, as in production) over
 fresh workspaces and gives every client its own token (a ``pat`` connection of the workspace's
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import anyio
 
+from bench import node
 from bench.crowd import ACTIVE_S, DEFAULT_LIMIT, IDLE_S, Outcome, Row, in_process_ms, run_row
 from bench.reliability.procs import GatewayRun
 from bench.sections import replace_section
@@ -192,7 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="update this file (default: docs/benchmarks.md)",
     )
+    parser.add_argument(
+        "--node", action="store_true", help="find the most workspaces one node serves, 10 %% active"
+    )
+    parser.add_argument("--node-steps", help="with --node: workspaces per step, comma-separated")
+    parser.add_argument(
+        "--pace", type=float, default=0.0, help="with --node: seconds between an active client's calls"
+    )
     args = parser.parse_args(argv)
+    args.argv = argv
+    if args.node:
+        return node_main(args, parser)
     try:
         names = args.rows.split(",") if args.rows else QUICK if args.quick else FULL
         rows = [Row.parse(n) for n in names]
@@ -215,6 +227,24 @@ def main(argv: list[str] | None = None) -> int:
         for problem in o.problems[:20]:
             print(f"- {o.row.name}: {problem}")
     return 1 if failed else 0
+
+
+def node_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        steps = [int(n) for n in args.node_steps.split(",")] if args.node_steps else list(node.STEPS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not steps or min(steps) < 1:
+        parser.error("--node-steps: positive numbers of workspaces")
+    seconds = args.seconds if args.seconds is not None else 20.0
+    done = anyio.run(node.search, steps, seconds, args.pace, args.seed)
+    command = "python -m bench.load " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+    text = node.section(command.strip(), done, seconds, args.pace, args.note)
+    print()
+    print(text)
+    if args.write_docs is not None:
+        replace_section(args.write_docs, node.START, node.END, text)
+    return 1 if any(s.problems or s.errors for s in done) else 0
 
 
 if __name__ == "__main__":

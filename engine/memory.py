@@ -107,8 +107,11 @@ class Memory:
         tag_tuple = check_tags(tags)
         importance = check_importance(importance)
         who = self._source(caller, source)
-        with self.ws.lock:
-            existing = self.ws.note_by_content.get(content_key(scope, statement))
+        key = content_key(scope, statement)
+        with self.ws.staging:  # not the draining lock: see engine.store.commit
+            if self.ws.commits.pending(("note", key)):
+                self.ws.commits.drain()  # the same text is being saved: decide after it
+            existing = self.ws.note_by_content.get(key)
             if existing is not None:
                 record = self.ws.notes[existing]
                 return self._note_receipt("nochange", record)
@@ -124,7 +127,9 @@ class Memory:
                 scope=scope,
                 source=who,
             )
-            receipt = self._note_receipt("store", self.ws.save_note(note, rel))
+            record, staged = self.ws.stage_note(note, rel)
+            receipt = self._note_receipt("store", record)
+        self.ws.commits.wait(staged)  # acknowledged once durable
         return self._saved(receipt)
 
     def _note_receipt(self, action: str, record: NoteRecord) -> Receipt:
@@ -159,8 +164,10 @@ class Memory:
         scope = write_scope(caller, scope)
         who = self._source(caller, source)
         subject, predicate, object = subject.strip(), predicate.strip(), object.strip()
-        with self.ws.lock:
+        with self.ws.staging:  # not the draining lock: see engine.store.commit
             fid = self.ws.facts.key_of(subject, predicate, scope)
+            if self.ws.commits.pending(("fact", fid)):
+                self.ws.commits.drain()  # the same fact is being saved: decide after it
             action, previous = self.ws.facts.decide(fid, object)
             duplicates = self.ws.facts.possible_duplicates(fid, subject, predicate, scope)
             if action == "nochange":
@@ -189,7 +196,7 @@ class Memory:
                 source=who,
                 closes=None if previous is None else previous.event_id,
             )
-            self.ws.append_event(event)
+            staged = self.ws.stage_event(event)
             closed = None
             if previous is not None:
                 closed = Closed(
@@ -198,6 +205,7 @@ class Memory:
             receipt = Receipt(
                 action, event.event_id, fid, "fact", scope, who.name, who.verified, closed, duplicates
             )
+        self.ws.commits.wait(staged)  # acknowledged once durable
         return self._saved(receipt)
 
     def remember_note(
@@ -208,10 +216,10 @@ class Memory:
         day = None if date is None else parse_day(date)
         scope = write_scope(caller, None)
         who = self._source(caller, source)
-        with self.ws.lock:
+        with self.ws.staging:  # not the draining lock: see engine.store.commit
             now = self.clock()
             entry = LogEntry(self._new_id(ids.LOG, now), now, text.strip("\n").rstrip(), who, scope)
-            record = self.ws.append_log(entry, day or now.date())
+            record, staged = self.ws.stage_log(entry, day or now.date())
             path = self.ws.log_file(record.day, record.state).relative_to(self.ws.root)
             receipt = Receipt(
                 "store",
@@ -223,6 +231,7 @@ class Memory:
                 who.verified,
                 path=str(path),
             )
+        self.ws.commits.wait(staged)  # acknowledged once durable
         return self._saved(receipt)
 
     # -- retire / restore ------------------------------------------------------------------------

@@ -224,6 +224,16 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+def metrics_route(workspace: Workspace) -> Route:
+    """``GET /metrics``: the engine's counters for the operator (the gateway forwards only ``/mcp``
+    from clients): its group commits' writes, flushes and fsyncs (``perf:write``)."""
+
+    async def metrics(request: Request) -> Response:
+        return JSONResponse({"commits": workspace.commits.stats.to_json()})
+
+    return Route("/metrics", metrics, methods=["GET"])
+
+
 # Host/Origin validation on the engine's own socket too (defence in depth behind the gateway, which
 # sends ``Host: localhost`` and no Origin): only loopback names, only loopback browser origins.
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
@@ -442,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                     serve_socket(
                         mcp,
                         args.socket,
-                        admin.routes(parts),
+                        [*admin.routes(parts), metrics_route(workspace)],
                         lean=not args.sdk_replies,
                         on_stop=parts.stopping.set,
                     )
@@ -461,8 +471,9 @@ def main(argv: list[str] | None = None) -> int:
 def finish_writes(workspace: Workspace) -> bool:
     """Wait (bounded) for a write still running in a worker thread, then keep further ones out.
 
-    Every write holds the workspace lock from its first byte to its last fsync, so holding the
-    lock here means none is half done; it is never released (the process is ending).
+    Every write holds the workspace lock from its first byte to its last fsync, and taking it
+    finishes the writes a group commit has registered (engine.store.commit), so holding the lock
+    here means none is half done; it is never released (the process is ending).
     """
     if workspace.lock.acquire(timeout=WRITE_GRACE_S):
         return True

@@ -1,8 +1,10 @@
 """The index database: one SQLite file through apsw, with FTS5 and sqlite-vec (``engine:index``).
 
 A thin shell: every method is one short transaction under one lock (the engine is the one
-writer; WAL lets readers of other processes, such as a ``doctor``, look in). What goes into the
-rows is decided by :mod:`engine.index.docs`.
+writer; WAL lets readers of other processes, such as a ``doctor``, look in). Searches read on a
+connection of their own (:attr:`IndexDB.reader`), so a read never waits for a write's
+transaction: what a write changed is handed to the reader's in-memory copies only once it is
+committed. What goes into the rows is decided by :mod:`engine.index.docs`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,9 @@ CLEAN_MARK = "clean_stop"
 class IndexDB:
     """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables.
 
-    This is the writer; :attr:`reader` (an :class:`~engine.index.reads.IndexReader` over the same
-    connection and lock) does the searching and keeps the in-memory copies the writer updates."""
+    This is the writer; :attr:`reader` (an :class:`~engine.index.reads.IndexReader` over a
+    connection and lock of its own, in WAL mode) does the searching and keeps the in-memory copies
+    the writer tells it about after each commit."""
 
     def __init__(self, path: Path, model_id: str, dim: int) -> None:
         self.path = path
@@ -57,7 +60,11 @@ class IndexDB:
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             self.db = self._connect()
             self._create()
-        self.reader = IndexReader(self.db, self.lock, dim)
+        #: What the transaction under way changed, handed to the reader once it commits.
+        self._touched: dict[str, set[int]] = {"chunks": set(), "facts": set()}
+        self._groups: set[str] = set()
+        self._depth = 0
+        self.reader = IndexReader(self._connect(), threading.RLock(), dim)
         self._ensure_vectors()
 
     @property
@@ -104,8 +111,7 @@ class IndexDB:
         """Vector tables for this model; other models' vectors are dropped and redone (embed:model-id)."""
         if self._meta("model_id") == self.model_id and self._meta("dim") == str(self.dim):
             return
-        with self.lock, self.db:
-            self.reader.forget_vectors()
+        with self.transaction():
             self.db.execute("DROP TABLE IF EXISTS vec_chunks; DROP TABLE IF EXISTS vec_facts")
             if self.dim > 0:
                 self.db.execute(schema.vec_tables(self.dim))
@@ -115,6 +121,28 @@ class IndexDB:
             self.db.execute("UPDATE groups SET vector = NULL, dirty = 1")
             for key, value in (("model_id", self.model_id), ("dim", str(self.dim))):
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        self.reader.forget_vectors()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction under the lock; what it changed is handed to the reader after the
+        commit, never before: a reader that looked in meanwhile read the rows as they were and
+        keeps nothing it must forget. (After a rollback, with the next commit: a harmless reload.)"""
+        with self.lock:
+            self._depth += 1
+            try:
+                with self.db:
+                    yield
+            finally:
+                self._depth -= 1
+            if self._depth:
+                return  # inside another transaction: handed over when that one ends
+            touched, self._touched = self._touched, {"chunks": set(), "facts": set()}
+            groups, self._groups = self._groups, set()
+            self.reader.committed(touched, groups)
+
+    def touch(self, table: str, rowid: int) -> None:
+        self._touched[table].add(rowid)
 
     def take_mark(self) -> str | None:
         """The mark a clean stop left (:mod:`engine.index.signature`), removed: until the next
@@ -130,12 +158,13 @@ class IndexDB:
         """Record, at a clean stop, that the rows match the store whose mark is ``mark``."""
         if mark is None:
             return
-        with self.lock, self.db:
+        with self.transaction():
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CLEAN_MARK, mark))
 
     def close(self) -> None:
         with self.lock:
             self.db.close()
+        self.reader.close()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -152,7 +181,7 @@ class IndexDB:
 
     def put_memory(self, memory: str, docs: Sequence[ChunkDoc], links: Iterable[str]) -> bool:
         """Make ``memory``'s rows exactly ``docs`` (and its links ``links``); True if anything changed."""
-        with self.lock, self.db:
+        with self.transaction():
             old = {
                 chunk: (rowid, digest, embed, grp)
                 for rowid, chunk, digest, embed, grp in self.db.execute(
@@ -182,7 +211,7 @@ class IndexDB:
                 )
                 if pending and self.vectors:
                     self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-                    self.reader.touched("chunks", rowid)
+                    self.touch("chunks", rowid)
             for rowid, _, _, grp in old.values():
                 changed = True
                 groups.add(grp)
@@ -200,11 +229,11 @@ class IndexDB:
         self.db.execute("DELETE FROM chunks WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-            self.reader.touched("chunks", rowid)
+            self.touch("chunks", rowid)
 
     def put_voices(self, rows: Sequence[tuple[str, str]]) -> None:
         """Store who wrote each memory (``(memory, encoded)``; "" removes it)."""
-        with self.lock, self.db:
+        with self.transaction():
             for memory, encoded in rows:
                 if encoded:
                     self.db.execute(
@@ -230,7 +259,7 @@ class IndexDB:
     def _dirty(self, groups: Iterable[str]) -> None:
         for key in groups:
             if key:
-                self.reader.groups_touched([key])
+                self._groups.add(key)
                 self.db.execute(
                     "INSERT INTO groups (key, text, dirty) VALUES (?, '', 1) "
                     "ON CONFLICT (key) DO UPDATE SET dirty = 1",
@@ -238,7 +267,7 @@ class IndexDB:
                 )
 
     def put_fact(self, doc: FactDoc) -> bool:
-        with self.lock, self.db:
+        with self.transaction():
             rows = self.db.execute("SELECT id, hash FROM facts WHERE memory = ?", (doc.memory,)).fetchall()
             if rows and rows[0][1] == doc.hash:
                 return False
@@ -252,10 +281,10 @@ class IndexDB:
         self.db.execute("DELETE FROM facts WHERE id = ?", (rowid,))
         if self.vectors:
             self.db.execute("DELETE FROM vec_facts WHERE rowid = ?", (rowid,))
-            self.reader.touched("facts", rowid)
+            self.touch("facts", rowid)
 
     def delete_fact(self, memory: str) -> bool:
-        with self.lock, self.db:
+        with self.transaction():
             rows = self.db.execute("SELECT id FROM facts WHERE memory = ?", (memory,)).fetchall()
             for (rowid,) in rows:
                 self._delete_fact(rowid)
@@ -291,7 +320,7 @@ class IndexDB:
             if table == "chunks"
             else "subject || ' ' || predicate || ': ' || object || '. ' || statement"
         )
-        with self.lock, self.db:
+        with self.transaction():
             for rowid, embedded, vector in rows:
                 now = self.db.execute(
                     f"SELECT {text}, {'grp' if table == 'chunks' else 'NULL'} FROM {table} "
@@ -305,7 +334,7 @@ class IndexDB:
                     f"INSERT INTO vec_{table} (rowid, embedding) VALUES (?, ?)", (rowid, blob(vector))
                 )
                 self.db.execute(f"UPDATE {table} SET pending = 0 WHERE id = ?", (rowid,))
-                self.reader.touched(table, rowid)
+                self.touch(table, rowid)
                 if now[0][1]:
                     self._dirty([now[0][1]])
                 done += 1
@@ -318,8 +347,8 @@ class IndexDB:
 
     def refresh_group(self, key: str) -> None:
         """Recompute a session's text (its members' words, in order) and mean vector."""
-        with self.lock, self.db:
-            self.reader.groups_touched([key])
+        with self.transaction():
+            self._groups.add(key)
             members = self.db.execute(
                 "SELECT id, text FROM chunks WHERE grp = ? ORDER BY created, memory, chunk", (key,)
             ).fetchall()

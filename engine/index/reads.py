@@ -49,15 +49,20 @@ def blob(vector: np.ndarray[Any, Any]) -> bytes:
 
 
 class IndexReader:
-    """The read side of the index: searches and row reads over the writer's connection (same
-    lock), and the in-memory copies it keeps — vector matrices, session vectors and term
-    statistics. The writer (:class:`~engine.index.db.IndexDB`) tells it what changed
-    (:meth:`touched`, :meth:`groups_touched`, :meth:`forget_vectors`)."""
+    """The read side of the index: searches and row reads over a connection of its own (WAL: a
+    read never waits for the writer's transaction), and the in-memory copies it keeps — vector
+    matrices, session vectors, term statistics, rows. The writer
+    (:class:`~engine.index.db.IndexDB`) tells it what changed once each transaction has committed
+    (:meth:`committed`, :meth:`forget_vectors`); until then the reader's copies and its connection
+    agree on the rows as they were."""
 
     def __init__(self, db: Any, lock: threading.RLock, dim: int) -> None:
         self.db = db
         self.lock = lock
         self.dim = dim
+        #: Counts the writer's commits: what is kept "until the next write" is kept until it moves.
+        self.version = 0
+        self._mutex = threading.Lock()  # the writer's hand-over (never waits for a search)
         self._matrices: dict[str, VectorMatrix] = {}
         self._touched: dict[str, set[int]] = {"chunks": set(), "facts": set()}
         self._group_cache: dict[str, tuple[int, np.ndarray[Any, Any] | None]] | None = None
@@ -66,20 +71,33 @@ class IndexReader:
         self._rows: UntilWrite[int, ChunkRow] = UntilWrite()
         self._lookups: UntilWrite[tuple[Any, ...], Any] = UntilWrite(LOOKUP_CACHE)
 
-    def touched(self, table: str, rowid: int) -> None:
-        """A writer changed (or removed) ``rowid``'s vector in ``vec_<table>``."""
-        self._touched[table].add(rowid)
-
-    def groups_touched(self, keys: Iterable[str]) -> None:
-        """A writer changed these sessions' rows."""
-        self._groups_touched.update(keys)
+    def committed(self, touched: dict[str, set[int]], groups: Iterable[str]) -> None:
+        """A write transaction committed: it changed (or removed) the vectors of ``touched``
+        (rowids by table) and the rows of the sessions ``groups``."""
+        with self._mutex:
+            for table, rowids in touched.items():
+                self._touched[table].update(rowids)
+            self._groups_touched.update(groups)
+            self.version += 1
 
     def forget_vectors(self) -> None:
         """The vector tables were dropped (another model): reload everything on next use."""
-        self._matrices.clear()
-        self._group_cache = None
-        for touched in self._touched.values():
-            touched.clear()
+        with self.lock, self._mutex:
+            self._matrices.clear()
+            self._group_cache = None
+            for touched in self._touched.values():
+                touched.clear()
+            self.version += 1
+
+    def _take(self, table: str) -> list[int]:
+        with self._mutex:
+            ids = list(self._touched[table])
+            self._touched[table].clear()
+        return ids
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
 
     @property
     def vectors(self) -> bool:
@@ -135,7 +153,7 @@ class IndexReader:
         """Rows of ``<table>_fts`` (as bm25 counts them) and each term's document frequency —
         exact up to :data:`DF_SAMPLE` rows, else estimated from the newest ``DF_SAMPLE`` rows
         (a term not among them counts as rare). Cached until the next write."""
-        changes = self.db.total_changes()
+        changes = self.version
         cached = self._stats.get(table)
         if cached is None or cached[0] != changes:
             cached = self._stats[table] = (changes, {}, self._fts_rows(table))
@@ -210,14 +228,11 @@ class IndexReader:
     def _matrix(self, table: str) -> VectorMatrix:
         """The in-memory copy of ``vec_<table>``: loaded on first use, then kept in step."""
         matrix = self._matrices.get(table)
-        touched = self._touched[table]
         if matrix is None:
-            touched.clear()
+            self._take(table)  # before the load: a commit after it is taken next time
             matrix = self._matrices[table] = VectorMatrix(self.dim)
             matrix.load(self.db.execute(f"SELECT rowid, embedding FROM vec_{table}"))
-        elif touched:
-            ids = list(touched)
-            touched.clear()
+        elif ids := self._take(table):
             now = self._vectors(table, ids)
             for rowid in ids:
                 vec = now.get(rowid)
@@ -275,7 +290,7 @@ class IndexReader:
         was the largest part of a hybrid search after the query embedding."""
         out: dict[int, ChunkRow] = {}
         with self.lock:
-            kept = self._rows.fresh(self.db.total_changes())
+            kept = self._rows.fresh(self.version)
             for start in range(0, len(ids), 500):
                 part = sorted(set(ids[start : start + 500]))
                 found = {i: row for i in part if (row := kept.get(i)) is not None}
@@ -295,7 +310,7 @@ class IndexReader:
         """``read()``, kept under ``key`` until the next write: the small lookups every search
         repeats — whether anything is embedded, the links of the best hits, a rare name's rows."""
         with self.lock:
-            known = self._lookups.fresh(self.db.total_changes())
+            known = self._lookups.fresh(self.version)
             if key not in known:
                 known[key] = read()
             return known[key]
@@ -345,12 +360,12 @@ class IndexReader:
         """``key → (rowid, mean vector or None)`` for the groups ``keys`` (kept in memory)."""
         with self.lock:
             cache = self._group_cache
-            if cache is None:
-                self._groups_touched.clear()
-                cache = self._group_cache = self._read_groups(None)
-            elif self._groups_touched:
+            with self._mutex:
                 stale = sorted(self._groups_touched)
                 self._groups_touched.clear()
+            if cache is None:
+                cache = self._group_cache = self._read_groups(None)
+            elif stale:
                 for key in stale:
                     cache.pop(key, None)
                 cache.update(self._read_groups(stale))

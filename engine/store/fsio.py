@@ -7,6 +7,10 @@
 - :func:`durable` turns an I/O failure into a refusal that says nothing was saved.
 
 Also the store's one walk of a folder's Markdown files (:func:`md_files`, :func:`md_tree`).
+
+Given a :class:`SyncPlan`, appends and whole-file writes leave their fsyncs (and a whole file's
+rename) to the plan instead, for a group commit (:mod:`engine.store.commit`) to do once for
+many writes: :func:`flush` does them in the order that keeps every file whole.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import errno
 import fcntl
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import StoreUnavailable, WorkspaceLocked
@@ -81,6 +86,50 @@ def durable(what: str) -> Iterator[None]:
         ) from exc
 
 
+@dataclass
+class SyncPlan:
+    """What a write left to do before it is durable: fsync the directories it created (into their
+    parents), these files' data, then make these renames (a whole file's temporary copy into
+    place), then fsync these directories."""
+
+    made: list[Path] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    renames: list[tuple[Path, Path]] = field(default_factory=list)
+    dirs: list[Path] = field(default_factory=list)
+
+
+def flush(plans: Iterable[SyncPlan]) -> int:
+    """Make the writes of ``plans`` durable, each file and directory fsynced once however many
+    writes touched it: new directories into their parents, every file's data, then the renames
+    (so no name ever points at a file whose bytes are not on disk), then the directories that hold
+    the new names. Returns how many fsyncs it made."""
+    plans = list(plans)
+    made = list(dict.fromkeys(path for plan in plans for path in plan.made))
+    for path in made:
+        fsync_dir(path)
+    files = list(dict.fromkeys(path for plan in plans for path in plan.files))
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for tmp, path in (rename for plan in plans for rename in plan.renames):
+        os.replace(tmp, path)
+    dirs = list(dict.fromkeys(path for plan in plans for path in plan.dirs))
+    for path in dirs:
+        fsync_dir(path)
+    return len(made) + len(files) + len(dirs)
+
+
+def discard(plans: Iterable[SyncPlan]) -> None:
+    """Remove the temporary files of writes that will not be made durable (a failed flush)."""
+    for plan in plans:
+        for tmp, _ in plan.renames:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -89,21 +138,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` and missing parents, each made durable in its parent."""
+def ensure_dir(path: Path, plan: SyncPlan | None = None) -> None:
+    """Create ``path`` and missing parents, each made durable in its parent (or by ``plan``)."""
     if path.is_dir():
         return
-    ensure_dir(path.parent)
+    ensure_dir(path.parent, plan)
     with contextlib.suppress(FileExistsError):
         path.mkdir()
-    fsync_dir(path.parent)
+    if plan is None:
+        fsync_dir(path.parent)
+    else:
+        plan.made.append(path.parent)
 
 
-def append_durable(path: Path, data: bytes) -> None:
-    """Append ``data``; if the file does not end with a newline (a torn tail), start on a new line."""
+def append_durable(path: Path, data: bytes, plan: SyncPlan | None = None) -> None:
+    """Append ``data``; if the file does not end with a newline (a torn tail), start on a new line.
+    With ``plan``, the fsyncs are left to it."""
     new = not path.exists()
     if new:
-        ensure_dir(path.parent)
+        ensure_dir(path.parent, plan)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -113,15 +166,22 @@ def append_durable(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if plan is None:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    if new:
+    if plan is not None:
+        plan.files.append(path)
+        if new:
+            plan.dirs.append(path.parent)
+    elif new:
         fsync_dir(path.parent)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    ensure_dir(path.parent)
+def write_atomic(path: Path, data: bytes, plan: SyncPlan | None = None) -> None:
+    """Write ``path`` whole: a temporary file, fsynced, renamed into place, its directory fsynced.
+    With ``plan``, only the temporary file is written: the rest is left to it (:func:`flush`)."""
+    ensure_dir(path.parent, plan)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -129,12 +189,18 @@ def write_atomic(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if plan is None:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
     os.close(fd)
+    if plan is not None:
+        plan.files.append(tmp)
+        plan.renames.append((tmp, path))
+        plan.dirs.append(path.parent)
+        return
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -3,7 +3,8 @@
 Where each file lives is :mod:`engine.store.layout` (see docs/store-format.md). Directories are
 created on the first write into them. A note's state is the directory it is in. All methods that
 write must be called with :attr:`Workspace.lock` held (the engine is the one writer; the lock
-orders its threads).
+orders its threads). The ``stage_*`` writes are the exception: they are called holding
+:attr:`Workspace.staging` and leave their fsyncs to a group commit (:mod:`engine.store.commit`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from engine.errors import KeptAsIs, StoreUnavailable
 from engine.store import cold, daylog, erasure, fsio, ids, ledger, notefile
+from engine.store.commit import GroupCommit, Staged
 from engine.store.facts import FactTable
 from engine.store.fsio import durable, md_files, md_tree
 from engine.store.layout import (
@@ -73,8 +75,14 @@ def content_key(scope: str | None, text: str) -> str:
 class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root
-        #: Held by a write from its first byte to its last fsync (one writer at a time).
-        self.lock = threading.RLock()
+        #: Concurrent new memories share their fsyncs (:mod:`engine.store.commit`).
+        self.commits = GroupCommit()
+        #: Held by a write from its first byte to its last fsync (one writer at a time); taking it
+        #: first finishes the writes a group commit has registered.
+        self.lock = self.commits.lock
+        #: The same lock without that: held by a new memory while it decides and writes its bytes
+        #: (``stage_*``), then let go while its group commit makes it durable.
+        self.staging = self.commits.raw
         #: Held only while the in-memory state below changes, after the durable write: a reader
         #: that needs a consistent view takes this one alone and never waits for a write's fsync.
         self.view = threading.RLock()
@@ -303,12 +311,30 @@ class Workspace:
         """Append one ledger event. A ``delete`` (``life:delete``) is the commit point of a deletion:
         once it is durable the memory's content is erased (:mod:`engine.store.erasure`); a crash in
         between is finished on the next load."""
+        path, block = self._event_path(event)
+        with durable("append to the ledger"):
+            fsio.append_durable(path, block.encode())
+        self._put_event(event)
+
+    def _event_path(self, event: Event) -> tuple[Path, str]:
         path = self.root / segment_path(event.time)
         block = ledger.format_event(event)
         if not path.exists():
             block = ledger.SEGMENT_HEADER.format(month=path.stem) + block
+        return path, block
+
+    def stage_event(self, event: Event) -> Staged:
+        """:meth:`append_event` of a ``store`` or ``supersede``, left to a group commit (call
+        holding :attr:`staging`, then ``commits.wait`` without it)."""
+        if event.kind not in ("store", "supersede"):
+            raise ValueError(f"a {event.kind} event is not staged; append it under the write lock")
+        path, block = self._event_path(event)
+        plan = fsio.SyncPlan()
         with durable("append to the ledger"):
-            fsio.append_durable(path, block.encode())
+            fsio.append_durable(path, block.encode(), plan)
+        return self.commits.stage(frozenset({("fact", event.memory)}), plan, lambda: self._put_event(event))
+
+    def _put_event(self, event: Event) -> None:
         with self.view:
             self.facts.apply(event)
             self._note_retirement(event)
@@ -341,11 +367,25 @@ class Workspace:
         record = NoteRecord(note, rel, State.LIVE)
         with durable("write the note"):
             fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode())
+        self._put_note(record)
+        return record
+
+    def stage_note(self, note: Note, rel: Path) -> tuple[NoteRecord, Staged]:
+        """:meth:`save_note` left to a group commit: the note is written to a temporary file, which
+        the commit fsyncs before renaming it into place (call holding :attr:`staging`)."""
+        record = NoteRecord(note, rel, State.LIVE)
+        plan = fsio.SyncPlan()
+        with durable("write the note"):
+            fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode(), plan)
+        key = ("note", content_key(note.scope, note.body))
+        return record, self.commits.stage(frozenset({key}), plan, lambda: self._put_note(record))
+
+    def _put_note(self, record: NoteRecord) -> None:
+        note = record.note
         with self.view:
             self.notes[note.id] = record
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
         self._changed(note.id)
-        return record
 
     def move_note(self, note_id: str, state: State) -> NoteRecord:
         record = self.notes[note_id]
@@ -395,21 +435,33 @@ class Workspace:
     def log_file(self, day: date, state: State) -> Path:
         return self.root / _LOG_ROOTS[state] / day_path(day)
 
-    def _write_log_entry(self, entry: LogEntry, day: date, state: State) -> None:
+    def _write_log_entry(
+        self, entry: LogEntry, day: date, state: State, plan: fsio.SyncPlan | None = None
+    ) -> None:
         path = self.log_file(day, state)
         text = daylog.format_entry(entry)
         if not path.exists():
             text = daylog.day_title(day) + text
         with durable("append to the day log"):
-            fsio.append_durable(path, text.encode())
+            fsio.append_durable(path, text.encode(), plan)
 
     def append_log(self, entry: LogEntry, day: date, state: State = State.LIVE) -> LogRecord:
         self._write_log_entry(entry, day, state)
         record = LogRecord(entry, day, state)
-        with self.view:
-            self.logs[entry.id] = record
-        self._changed(entry.id)
+        self._put_log(record)
         return record
+
+    def stage_log(self, entry: LogEntry, day: date) -> tuple[LogRecord, Staged]:
+        """:meth:`append_log` of a new live entry, left to a group commit (call holding :attr:`staging`)."""
+        plan = fsio.SyncPlan()
+        self._write_log_entry(entry, day, State.LIVE, plan)
+        record = LogRecord(entry, day, State.LIVE)
+        return record, self.commits.stage(frozenset(), plan, lambda: self._put_log(record))
+
+    def _put_log(self, record: LogRecord) -> None:
+        with self.view:
+            self.logs[record.entry.id] = record
+        self._changed(record.entry.id)
 
     def move_log(self, entry_id: str, state: State) -> LogRecord:
         """Copy the entry into the other state's day file, then take it out of this one."""

@@ -179,7 +179,8 @@ def test_kept_rows_and_name_lookups_follow_every_write(
         assert db.exists("chunks", '"walrus"')
 
         monkeypatch.setattr(reads, "ROW_CACHE", 3)
-        db.db.execute("UPDATE chunks SET importance = importance")  # a write: nothing kept is used
+        with e.indexer.db.transaction():  # a write (through the writer): nothing kept is used
+            e.indexer.db.db.execute("UPDATE chunks SET importance = importance")
         assert db.chunk_rows(now) == fresh(now) and len(db._rows) <= 3
         assert db.chunk_rows(now[:2]) == fresh(now[:2]) and len(db._rows) == 2
         assert db.chunk_rows(now[2:4]) == fresh(now[2:4]) and len(db._rows) <= 3

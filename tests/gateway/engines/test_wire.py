@@ -297,6 +297,32 @@ async def test_a_busy_pool_makes_the_next_call_wait_then_time_out(tmp_path: Path
         assert (await http.post("/echo", content=b"ok")).status_code == 200
 
 
+@pytest.mark.req("perf:gateway", "rel:load")
+async def test_a_slow_call_holds_up_no_other_call_to_the_same_engine(tmp_path: Path) -> None:
+    """No head-of-line blocking: a call still running holds its own connection only; calls made
+    meanwhile, one after another and side by side, each get a connection and are answered."""
+    app = App()
+    answered: list[int] = []
+    async with (
+        serving(tmp_path, app) as path,
+        client(path, max_connections=4) as http,
+        http.stream("GET", "/held") as held,
+    ):
+        assert await held.aiter_raw().__anext__() == b"first"  # under way, and it stays so
+
+        async def echo() -> None:
+            answered.append((await http.post("/echo", content=b"ok")).status_code)
+
+        with anyio.fail_after(10):
+            await echo()
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(echo)
+        assert answered == [200] * 4
+        assert not app.left.is_set()  # the slow call is still being answered
+        assert 2 <= pool(http).connections <= 4  # the held one and the others'
+
+
 async def test_a_caller_cancelled_while_waiting_closes_its_connection(tmp_path: Path) -> None:
     app = App()
     async with serving(tmp_path, app) as path, client(path) as http:
