@@ -33,7 +33,7 @@ from typing import NamedTuple
 class Weights:
     vector: float = 1.5
     person: float = 0.75
-    group: float = 0.5
+    group: float = 0.35
     group_vector: float = 1.5
     nudge: float = 0.02  # life:rank-floors: importance only reorders near-ties
     subject_context: float = 0.6  # bm25 weight of ``context`` when the query names a subject
