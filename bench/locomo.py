@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo (``quality:locomo``, ``quality:honest-miss``).
 
     python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all|checks] [--only conv-26,conv-44]
-                           [--cache FILE] [--keep DIR] [--no-context] [--json OUT]
+                           [--cache FILE] [--keep DIR] [--no-context] [--json OUT] [--misses OUT]
 
 One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
 the engine's own write path (``Memory.remember``, a note, its session's date as its time);
@@ -18,6 +18,8 @@ alone) and ``mix`` (one of the four per turn). FTS5 is measured over the same te
 ``get_context`` recall@10 is measured on the first ten notes it returns with the largest budget.
 ``--layout checks`` runs three more wordings that nothing in ranking was chosen on
 (``speaker-last``, ``bracket-said``, ``wrote-quote``): a check that the five carry over.
+``--misses OUT`` writes every evidence turn outside a question's first ten, with its rank and
+what may explain it (:mod:`bench.misses`), and prints the counts per half.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 import anyio
 import apsw
 
+from bench import misses
 from bench.paths import ENV, locomo_path
 from engine.embed.base import Embedder
 from engine.embed.cache import EmbeddingCache
@@ -346,6 +349,30 @@ def evaluate(
     return result
 
 
+def miss_analysis(
+    built: list[Built], settings: RecallSettings, qvecs: dict[tuple[int, str], Any]
+) -> dict[str, Any]:
+    """:mod:`bench.misses` over every conversation: counts per half and every miss."""
+    out: dict[str, Any] = {}
+    for half in ("A", "B"):
+        found: list[misses.Miss] = []
+        total = 0
+        for i, b in enumerate(built):
+            if (b.conv.sample_id in HALF_A) != (half == "A"):
+                continue
+            recall = Recall(b.indexer, settings)
+            said = [(t.dia_id, t.said) for t in b.conv.turns]
+            asked = [(q.text, q.category, q.evidence) for q in b.conv.questions]
+            total += sum(len(q.evidence) for q in b.conv.questions)
+
+            def rank(text: str, recall: Recall = recall, b: Built = b, i: int = i) -> list[str]:
+                return ranked_turns(recall, b, text, qvecs.get((i, text)), limit=misses.DEEP)
+
+            found += misses.analyse(b.conv.sample_id, said, asked, rank)
+        out[half] = {"summary": misses.summary(found, total), "misses": misses.records(found)}
+    return out
+
+
 def table(rows: dict[str, dict[str, float]]) -> str:
     cols = ["R@5", "R@10", "MRR", "NDCG@10", "c1", "c2", "c3", "c4", "n"]
     lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -414,6 +441,8 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
         t1 = time.perf_counter()
         result = evaluate(built, settings, qvecs, context=not args.no_context)
         result["match_floor"] = settings.match_floor
+        if args.misses:
+            result["misses"] = miss_analysis(built, settings, qvecs)
         calls = 3 + (0 if args.no_context else 1)
         result["ms_per_question"] = round(
             (time.perf_counter() - t1) * 1000 / max(result["all"]["n"], 1) / calls, 2
@@ -507,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         "--floor", type=float, help="get_context's match_floor for this run (default: the engine's)"
     )
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--misses", type=Path, help="write every missed evidence turn, its rank and tags here (JSON)"
+    )
     args = parser.parse_args(argv)
     args.path = args.path or locomo_path()
     if not args.path.exists():
@@ -529,8 +561,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"layout {layout}:", file=sys.stderr)
         results.append(run_layout(args, layout, embedder))
         print(report(results[-1]), flush=True)
+        if args.misses:
+            for half in ("A", "B"):
+                print(f"misses, half {half}: {json.dumps(results[-1]['misses'][half]['summary'])}")
     if len(results) > 1:
         print(summary_table(results))
+    if args.misses:
+        found = {r["layout"]: r.pop("misses") for r in results}
+        args.misses.write_text(json.dumps(found, indent=1, ensure_ascii=False), encoding="utf-8")
     if args.json:
         payload: Any = results[0] if len(results) == 1 else results
         args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")

@@ -3,7 +3,9 @@
 For each candidate chunk (found by FTS5 or by vector KNN)::
 
     score = bm25 / max bm25                         keyword, 0 … 1
-          + vector × (cos − min cos) / (max − min)  meaning, min-max over the candidates
+          + vector × (cos − min cos) / (max − min)  meaning, min-max over the candidates; for
+                                                    a memory whose vector is not made yet, its
+                                                    keyword score stands in
           + person  if the query names its speaker or source — or person × the chance it is by
                     someone the query names, when that was worked out (engine.index.voices)
           + group × its session's score             (same formula over whole sessions)
@@ -31,7 +33,7 @@ from typing import NamedTuple
 class Weights:
     vector: float = 1.5
     person: float = 0.75
-    group: float = 0.5
+    group: float = 0.35
     group_vector: float = 1.5
     nudge: float = 0.02  # life:rank-floors: importance only reorders near-ties
     subject_context: float = 0.6  # bm25 weight of ``context`` when the query names a subject
@@ -52,6 +54,7 @@ class Candidate(NamedTuple):
     importance: float | None = None
     created: str | None = None
     voice: float | None = None  # the chance it is by someone the query names (None: not known)
+    pending: bool = False  # its vector is not made yet (the index is catching up on writes)
 
 
 class Scored(NamedTuple):
@@ -117,7 +120,10 @@ def fuse(
     groups = groups or {}
     out: list[Scored] = []
     for c in candidates:
-        score = (c.bm25 or 0.0) / top + weights.vector * cos.get(c.key, 0.0)
+        keyword = (c.bm25 or 0.0) / top
+        # a memory not embedded yet is not the furthest in meaning: its words stand in until it is
+        meaning = keyword if c.pending and cos else cos.get(c.key, 0.0)
+        score = keyword + weights.vector * meaning
         if c.voice is not None:
             score += weights.person * c.voice
         elif c.person:

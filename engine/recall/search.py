@@ -112,6 +112,7 @@ def rank_chunks(
             row.importance,
             row.created,
             chance.get(row.memory),
+            vector is not None and k not in cosine,
         )
         for k, row in rows.items()
     ]
