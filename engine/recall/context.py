@@ -18,7 +18,7 @@ from engine.embed.recent import RecentQueries
 from engine.errors import BadArgument
 from engine.index.indexer import Indexer
 from engine.index.schema import FACT_WEIGHTS
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
@@ -304,19 +304,19 @@ class Recall:
             "tokens": budget,  # the reply's own count is never more: as many digits at most
             "dropped": {"count": len(fact_items) + len(note_items), "ids": []},
         }
-        room = budget - B.json_tokens(envelope)
+        room = budget - budgeting.json_tokens(envelope)
         notes_room = room - int(room * settings.facts_share)
 
-        def entry(item: dict[str, Any]) -> B.Entry:
-            tokens = B.json_tokens(item) + 1
+        def entry(item: dict[str, Any]) -> budgeting.Entry:
+            tokens = budgeting.json_tokens(item) + 1
             if item["id"] != newest:
-                return B.Entry(item["id"], tokens, item["score"], item["reason"])
+                return budgeting.Entry(item["id"], tokens, item["score"], item["reason"])
             # its smallest cut form is reserved before facts; worked out only when it may matter
-            least = B.smallest(item) if tokens > notes_room else tokens
-            return B.Entry(item["id"], tokens, item["score"], item["reason"], True, least)
+            least = budgeting.smallest(item) if tokens > notes_room else tokens
+            return budgeting.Entry(item["id"], tokens, item["score"], item["reason"], True, least)
 
-        plan = B.pack(
-            [B.Entry(i["id"], B.json_tokens(i) + 1, i["score"], "fact") for i in fact_items],
+        plan = budgeting.pack(
+            [budgeting.Entry(i["id"], budgeting.json_tokens(i) + 1, i["score"], "fact") for i in fact_items],
             [entry(i) for i in note_items],
             room,
             facts_share=settings.facts_share,
@@ -325,9 +325,11 @@ class Recall:
         by_id = {i["id"]: i for i in fact_items + note_items}
         notes = [by_id[i] for i in plan.notes]
         if plan.squeeze is not None:
-            squeezed = [B.squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes]
+            squeezed = [
+                budgeting.squeeze(n, plan.squeeze[1]) if n["id"] == plan.squeeze[0] else n for n in notes
+            ]
             notes = [n for n in squeezed if n is not None]
-        reply, used = B.fit(
+        reply, used = budgeting.fit(
             {
                 **envelope,
                 "facts": [by_id[i] for i in plan.facts],
@@ -362,7 +364,7 @@ class Recall:
     @staticmethod
     def _fact_item(hit: FactHit) -> dict[str, Any]:
         row = hit.row
-        text, cut = B.cut_text(row.statement or f"{row.subject} {row.predicate}: {row.object}")
+        text, cut = budgeting.cut_text(row.statement or f"{row.subject} {row.predicate}: {row.object}")
         item: dict[str, Any] = {
             "id": row.memory,
             "kind": "fact",
@@ -386,7 +388,7 @@ class Recall:
     @staticmethod
     def _note_item(hit: Hit) -> dict[str, Any]:
         row = hit.row
-        text, cut = B.cut_text(row.text)
+        text, cut = budgeting.cut_text(row.text)
         item: dict[str, Any] = {
             "id": row.memory,
             "kind": row.kind,

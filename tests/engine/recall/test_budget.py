@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 
 
-def _notes(sizes: list[int], protected: int | None = None) -> list[B.Entry]:
+def _notes(sizes: list[int], protected: int | None = None) -> list[budgeting.Entry]:
     """Notes in ranking order (best first), scores falling, reasons alternating."""
     reasons = ("both", "keyword", "semantic")
     return [
-        B.Entry(f"nte_{i:02d}", size, 10.0 - i * 0.1, reasons[i % 3], protected=i == protected)
+        budgeting.Entry(f"nte_{i:02d}", size, 10.0 - i * 0.1, reasons[i % 3], protected=i == protected)
         for i, size in enumerate(sizes)
     ]
 
@@ -25,36 +25,36 @@ def _notes(sizes: list[int], protected: int | None = None) -> list[B.Entry]:
 @pytest.mark.req("recall:budget-order")
 def test_keyword_only_matches_leave_first_then_the_worst_meaning_matches() -> None:
     notes = [
-        B.Entry("nte_best", 100, 3.0, "both"),
-        B.Entry("nte_kw_strong", 100, 2.5, "keyword"),
-        B.Entry("nte_sem", 100, 2.0, "semantic"),
-        B.Entry("nte_sem_weak", 100, 1.5, "semantic"),
-        B.Entry("nte_kw_weak", 100, 1.0, "keyword"),
-        B.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
+        budgeting.Entry("nte_best", 100, 3.0, "both"),
+        budgeting.Entry("nte_kw_strong", 100, 2.5, "keyword"),
+        budgeting.Entry("nte_sem", 100, 2.0, "semantic"),
+        budgeting.Entry("nte_sem_weak", 100, 1.5, "semantic"),
+        budgeting.Entry("nte_kw_weak", 100, 1.0, "keyword"),
+        budgeting.Entry("nte_newest", 100, 0.5, "semantic", protected=True),
     ]
-    plan = B.pack([], notes, 330, facts_share=0.5)
+    plan = budgeting.pack([], notes, 330, facts_share=0.5)
     # both keyword-only matches leave, even the one ranked above the meaning matches, then the
     # weaker meaning match; the newest relevant match stays; the reply keeps the ranking's order
     assert plan.notes == ("nte_best", "nte_sem", "nte_newest")
     assert set(plan.dropped) == {"nte_kw_strong", "nte_sem_weak", "nte_kw_weak"}
     assert plan.dropped == ("nte_kw_strong", "nte_sem_weak", "nte_kw_weak")  # ranking order
     assert plan.tokens <= 330
-    roomy = B.pack([], notes, 460, facts_share=0.5)
+    roomy = budgeting.pack([], notes, 460, facts_share=0.5)
     assert roomy.notes == ("nte_best", "nte_sem", "nte_sem_weak", "nte_newest")
 
 
 @pytest.mark.req("recall:budget-order")
 def test_room_a_large_match_leaves_goes_to_smaller_ones_below_it() -> None:
-    notes = [B.Entry("nte_a", 100, 3.0, "both"), B.Entry("nte_big", 400, 2.0, "both")]
-    notes.append(B.Entry("nte_small", 50, 1.0, "keyword"))
-    plan = B.pack([], notes, 200)
+    notes = [budgeting.Entry("nte_a", 100, 3.0, "both"), budgeting.Entry("nte_big", 400, 2.0, "both")]
+    notes.append(budgeting.Entry("nte_small", 50, 1.0, "keyword"))
+    plan = budgeting.pack([], notes, 200)
     assert plan.notes == ("nte_a", "nte_small") and plan.dropped == ("nte_big",)
 
 
 @pytest.mark.req("recall:budget-order")
 def test_everything_fits_then_nothing_moves() -> None:
     notes = _notes([40, 80, 10, 60])
-    plan = B.pack([], notes, 1000)
+    plan = budgeting.pack([], notes, 1000)
     assert plan.notes == tuple(n.id for n in notes) and plan.dropped == ()
 
 
@@ -74,10 +74,10 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
     notes = _notes(sizes, protected)
     if protected is not None:  # its smallest cut form
         notes[protected] = replace(notes[protected], least=min(least, notes[protected].tokens))
-    facts = [B.Entry(f"fct_{i}", s, 1.0, "fact") for i, s in enumerate(fact_sizes)]
-    plan = B.pack(facts, notes, budget)
+    facts = [budgeting.Entry(f"fct_{i}", s, 1.0, "fact") for i, s in enumerate(fact_sizes)]
+    plan = budgeting.pack(facts, notes, budget)
     rank = {n.id: i for i, n in enumerate(notes)}
-    precedence = {n.id: i for i, n in enumerate(B.keep_order(notes))}
+    precedence = {n.id: i for i, n in enumerate(budgeting.keep_order(notes))}
     kept = set(plan.notes)
     # the budget holds, whatever the sizes; the ranking's order is kept, and every note is
     # either kept or counted as dropped
@@ -85,7 +85,7 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
     assert list(plan.notes) == sorted(plan.notes, key=rank.__getitem__)
     assert kept | {d for d in plan.dropped if d.startswith("nte_")} == set(rank)
     assert len(plan.facts) + len(plan.notes) + len(plan.dropped) == len(facts) + len(notes)
-    assert plan.listed == plan.dropped[: len(plan.listed)] and len(plan.listed) <= B.MAX_DROPPED_IDS
+    assert plan.listed == plan.dropped[: len(plan.listed)] and len(plan.listed) <= budgeting.MAX_DROPPED_IDS
     if protected is not None:  # the newest relevant match is kept whenever its smallest form fits
         guard = notes[protected]
         assert (guard.id in kept) == (guard.smallest <= budget)
@@ -97,8 +97,8 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
     assert plan.squeeze is None
     used = sum(f.tokens for f in facts if f.id in plan.facts)
     dropped_facts = [d for d in plan.dropped if d.startswith("fct_")]
-    if len(plan.listed) == min(len(plan.dropped), B.MAX_DROPPED_IDS):
-        assert plan.tokens == B.spent(used, dropped_facts, notes, kept)
+    if len(plan.listed) == min(len(plan.dropped), budgeting.MAX_DROPPED_IDS):
+        assert plan.tokens == budgeting.spent(used, dropped_facts, notes, kept)
     for note in notes:
         if note.id in kept:
             continue
@@ -107,7 +107,7 @@ def test_a_better_match_leaves_only_when_it_cannot_fit_beside_the_better_ones_ke
         better = {k for k in kept if precedence[k] < precedence[note.id]} | (
             {notes[protected].id} if protected is not None else set()
         )
-        assert B.spent(used, dropped_facts, notes, better | {note.id}) > budget
+        assert budgeting.spent(used, dropped_facts, notes, better | {note.id}) > budget
 
 
 def _item(i: int, text: str, reason: str = "both") -> dict[str, Any]:
@@ -138,13 +138,16 @@ def test_fit_trims_a_reply_until_it_fits_keeping_the_protected_note_last(
         "retrieval": "hybrid",
         "relevant": True,
         "tokens": budget,
-        "dropped": {"count": ids, "ids": [f"nte_x{i:02d}" for i in range(min(ids, B.MAX_DROPPED_IDS))]},
+        "dropped": {
+            "count": ids,
+            "ids": [f"nte_x{i:02d}" for i in range(min(ids, budgeting.MAX_DROPPED_IDS))],
+        },
     }
     keep = notes[-1]["id"] if notes else None
-    out, used = B.fit(reply, budget, keep)
-    assert used == B.json_tokens(out) <= budget  # the envelope alone fits every budget here
+    out, used = budgeting.fit(reply, budget, keep)
+    assert used == budgeting.json_tokens(out) <= budget  # the envelope alone fits every budget here
     assert out["dropped"]["count"] == ids + (1 + len(notes)) - len(out["facts"]) - len(out["notes"])
-    if B.json_tokens(reply) <= budget:
+    if budgeting.json_tokens(reply) <= budget:
         assert out == reply  # a reply that fits is left as it is
     if len(out["facts"]) + len(out["notes"]) < 1 + len(notes):
         assert out["dropped"]["ids"] == []  # the named ids went before any item

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 from engine.store.model import State
 from engine.tools import build_server
 from tests.engine.index.helpers import engine
@@ -60,7 +60,7 @@ def stores(draw: st.DrawFn) -> dict[str, Any]:
 
 def envelope_cost(budget: int, items: int) -> int:
     """What the reply costs with no items: as counted by the engine, at most this."""
-    return B.json_tokens(
+    return budgeting.json_tokens(
         {
             "facts": [],
             "notes": [],
@@ -130,7 +130,7 @@ def test_every_reply_fits_its_budget_and_keeps_the_newest_relevant_note(store: d
                 found = [n for n in wide.structured_content["notes"] if n["id"] == newest_id]
                 assert found, "the newest relevant note is listed when the largest budget holds everything"
                 whole = found[0]
-                smallest = B.smallest(whole)
+                smallest = budgeting.smallest(whole)
                 for budget in budgets:
                     args = {"query": KEY, "max_tokens": budget, "include_archived": store["archived"]}
                     result = await call("get_context", args)
@@ -144,10 +144,14 @@ def test_every_reply_fits_its_budget_and_keeps_the_newest_relevant_note(store: d
                         continue
                     assert not result.is_error, _text(result)
                     reply: dict[str, Any] = result.structured_content
-                    used = B.estimate_tokens(json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
+                    used = budgeting.estimate_tokens(
+                        json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+                    )
                     assert used <= reply["tokens"] <= budget
                     items = len(reply["facts"]) + len(reply["notes"]) + reply["dropped"]["count"]
-                    assert len(reply["dropped"]["ids"]) <= min(reply["dropped"]["count"], B.MAX_DROPPED_IDS)
+                    assert len(reply["dropped"]["ids"]) <= min(
+                        reply["dropped"]["count"], budgeting.MAX_DROPPED_IDS
+                    )
                     kept = [n for n in reply["notes"] if n["id"] == newest_id]
                     if envelope_cost(budget, items) + smallest <= budget:
                         assert kept, f"the newest relevant note was dropped at {budget} tokens"

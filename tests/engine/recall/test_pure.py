@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.index.schema import TOKENIZE, FactRow
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 from engine.recall.fusion import Candidate, Weights, column_weights, fuse, group_scores
 from engine.recall.lexical import lexical_score
 from engine.recall.query import parse_query, without_names
@@ -98,28 +98,30 @@ def test_the_neighbours_weigh_less_when_the_query_names_someone_memories_are_abo
 
 @pytest.mark.req("recall:budget-order")
 def test_facts_come_first_within_their_share_and_leave_the_rest_to_notes() -> None:
-    facts = [B.Entry(f"fct_{i}", 60, 1.0, "fact") for i in range(5)]
-    notes = [B.Entry(f"nte_{i}", 60, 1.0, "both") for i in range(5)]
-    plan = B.pack(facts, notes, 400, facts_share=0.5)
+    facts = [budgeting.Entry(f"fct_{i}", 60, 1.0, "fact") for i in range(5)]
+    notes = [budgeting.Entry(f"nte_{i}", 60, 1.0, "both") for i in range(5)]
+    plan = budgeting.pack(facts, notes, 400, facts_share=0.5)
     assert plan.facts == ("fct_0", "fct_1", "fct_2")  # 3 × 60 ≤ 200
-    few = B.pack(facts[:1], notes, 400, facts_share=0.5)
+    few = budgeting.pack(facts[:1], notes, 400, facts_share=0.5)
     assert len(few.notes) == 5  # the unused facts share goes to notes
-    alone = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True, least=40)], 300)
+    alone = budgeting.pack([], [budgeting.Entry("nte_big", 900, 1.0, "both", protected=True, least=40)], 300)
     assert alone.squeeze == ("nte_big", 300)
     # facts give way to the smallest form of the newest relevant note, never the other way round
-    crowded = B.pack(facts, [B.Entry("nte_new", 900, 1.0, "both", protected=True, least=200)], 300)
+    crowded = budgeting.pack(
+        facts, [budgeting.Entry("nte_new", 900, 1.0, "both", protected=True, least=200)], 300
+    )
     assert crowded.squeeze == ("nte_new", 300 - 60) and crowded.facts == ("fct_0",)
-    uncut = B.pack([], [B.Entry("nte_big", 900, 1.0, "both", protected=True)], 300)
+    uncut = budgeting.pack([], [budgeting.Entry("nte_big", 900, 1.0, "both", protected=True)], 300)
     assert uncut.notes == () and uncut.dropped == ("nte_big",)  # it has no smaller form
 
 
 @pytest.mark.req("recall:get-context")
 def test_items_are_cut_at_1000_characters_and_marked() -> None:
-    text, cut = B.cut_text("word " * 400)
-    assert cut and len(text) <= 1000 and text.endswith(B.CUT_MARK)
-    assert B.cut_text("short") == ("short", False)
-    assert B.estimate_tokens("abcd" * 10) == 10
-    assert B.estimate_tokens("日本") == 2
+    text, cut = budgeting.cut_text("word " * 400)
+    assert cut and len(text) <= 1000 and text.endswith(budgeting.CUT_MARK)
+    assert budgeting.cut_text("short") == ("short", False)
+    assert budgeting.estimate_tokens("abcd" * 10) == 10
+    assert budgeting.estimate_tokens("日本") == 2
 
 
 def row(subject: str, scope: str | None, obj: str) -> FactRow:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 from engine.tools import build_server
 from tests.engine.index.helpers import CALLER, engine
 
@@ -65,7 +65,7 @@ def test_get_context_returns_the_searchs_ranking_and_drops_from_its_tail(tmp_pat
             assert all(n["reason"] == "graph" for n in full["notes"][first_graph:])
 
         rank = {n["id"]: i for i, n in enumerate(full["notes"])}
-        size = {n["id"]: B.json_tokens(n) + 1 for n in full["notes"]}
+        size = {n["id"]: budgeting.json_tokens(n) + 1 for n in full["notes"]}
         small = _get_context(server, {"query": QUERY, "max_tokens": 400})
         kept = [n["id"] for n in small["notes"]]
         assert small["tokens"] <= 400 and small["dropped"]["count"] > 0

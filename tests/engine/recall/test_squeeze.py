@@ -12,21 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
-from engine.recall import budget as B
+from engine.recall import budget as budgeting
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=3000) | st.sampled_from(
-    ["X" + B.CUT_MARK, B.CUT_MARK, B.CUT_MARK * 3, " " * 50, "ü" * 200]
+    ["X" + budgeting.CUT_MARK, budgeting.CUT_MARK, budgeting.CUT_MARK * 3, " " * 50, "ü" * 200]
 )
 
 
 @given(TEXT, st.integers(min_value=-5, max_value=3100))
 def test_cut_text_always_fits_and_never_grows(text: str, limit: int) -> None:
-    out, cut = B.cut_text(text, limit)
+    out, cut = budgeting.cut_text(text, limit)
     if len(text) <= max(limit, 0):
         assert (out, cut) == (text, False)
     else:
         assert cut and len(out) <= max(limit, 0) and len(out) < len(text)
-        assert out == "" or out.endswith(B.CUT_MARK)
+        assert out == "" or out.endswith(budgeting.CUT_MARK)
 
 
 @settings(max_examples=300)
@@ -42,16 +42,16 @@ def test_squeeze_terminates_and_fits_or_drops(text: str, tags: list[str], allowa
         "text": text,
         "tags": tags,
     }
-    out = B.squeeze(item, allowance)
+    out = budgeting.squeeze(item, allowance)
     if out is not None:
-        assert B.json_tokens(out) + 1 <= allowance and out["cut"] is True
+        assert budgeting.json_tokens(out) + 1 <= allowance and out["cut"] is True
         assert len(out["text"]) <= len(text) and out["tags"] == tags[: len(out["tags"])]
         assert out["text"] or not text  # a cut keeps some of the words
         assert out != item
     else:  # not even the smallest form fits (or there is none)
-        forms = list(B.cut_forms(item))
-        assert not forms or B.json_tokens(forms[-1]) + 1 > allowance
-        assert B.smallest(item) == B.json_tokens(forms[-1] if forms else item) + 1
+        forms = list(budgeting.cut_forms(item))
+        assert not forms or budgeting.json_tokens(forms[-1]) + 1 > allowance
+        assert budgeting.smallest(item) == budgeting.json_tokens(forms[-1] if forms else item) + 1
 
 
 def _context_after(note: dict[str, Any], query: str, max_tokens: int | None, root: Path) -> dict[str, Any]:
