@@ -50,12 +50,12 @@ from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.engines import policy, procs, startq
 from gateway.engines.embedder import EmbedderService
 from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.ratelimit import RateLimiter
 from gateway.settings import Settings
 from gateway.web import (
     account,

@@ -27,9 +27,9 @@ from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
-from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import HostNotAllowed, PayloadTooLarge, RateLimited
+from gateway.ratelimit import RateLimiter
 
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document

@@ -32,7 +32,6 @@ from gateway.control.clock import iso
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.principals import PrincipalCache, off_loop
-from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport
 from gateway.errors import (
@@ -51,6 +50,7 @@ from gateway.errors import (
     render,
 )
 from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

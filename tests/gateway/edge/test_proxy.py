@@ -17,9 +17,9 @@ from starlette.testclient import TestClient
 from gateway.control.store import ControlPlane
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.errors import EngineStartFailed
 from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
 from tests.gateway.mocks import Chunks, MockEngines
 
 

@@ -14,8 +14,8 @@ from starlette.routing import Route
 from gateway.control.store import ControlPlane, Principal
 from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
 from tests.gateway.inproc import serving
 from tests.gateway.mocks import Handler, MockEngines
 
