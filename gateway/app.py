@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway import headers as hdr
 from gateway import layout, logs
 from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
@@ -47,7 +48,6 @@ from gateway.cluster.router import Router, RouterConfig
 from gateway.control.clock import iso
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
 from gateway.engines import policy, procs, startq

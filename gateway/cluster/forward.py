@@ -17,13 +17,13 @@ from typing import Any
 
 import httpx
 
+from gateway import headers as hdr
 from gateway import logs
 from gateway.cluster import signing
 from gateway.cluster.placement import Forward
 from gateway.cluster.replay import ReplayCache
 from gateway.cluster.router import Router
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
 from gateway.errors import ClusterSignatureInvalid, ClusterSignatureReplayed, NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.

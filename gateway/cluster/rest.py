@@ -15,11 +15,11 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gateway import headers as hdr
 from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink, unreachable
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
 from gateway.edge.principals import App
 from gateway.edge.proxy import (
     ClientGone,

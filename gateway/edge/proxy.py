@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import httpx
 
+from gateway import headers as hdr
 from gateway import logs
 from gateway.auth.tokens import parse_bearer
 from gateway.cluster.forward import ClusterLink, unreachable
@@ -30,7 +31,6 @@ from gateway.cluster.placement import Forward, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.clock import iso
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
 from gateway.edge.principals import PrincipalCache, off_loop
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport

@@ -14,8 +14,8 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from gateway import headers as hdr
 from gateway.control.store import ControlPlane
-from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
 from gateway.errors import EngineStartFailed
 from gateway.metrics import Metrics

@@ -11,8 +11,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway import headers as hdr
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
 from gateway.metrics import Metrics
 from gateway.ratelimit import RateLimiter

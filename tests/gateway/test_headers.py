@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from gateway import headers as hdr
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
 
 ADA = Principal("own_1", "ws_1", "con_1", "Claude Code on laptop", read_only=True, scope="project:fjord")
 
