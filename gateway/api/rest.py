@@ -23,9 +23,9 @@ from starlette.routing import Route
 from gateway import headers as hdr
 from gateway.api.contract import Endpoint, path_route, query_parameters, unknown_fields, unknown_query
 from gateway.api.guard import guarded
+from gateway.asgi import off_loop
 from gateway.cluster.forward import FORWARDED_PRINCIPAL
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import HostNotAllowed, PayloadTooLarge, RateLimited

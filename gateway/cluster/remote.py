@@ -96,7 +96,7 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
 
 def caller_of(headers: httpx.Headers, workspace_id: str) -> Principal:
     """The principal an engine request speaks for, read back from the identity headers the page's
-    call put on it (:func:`gateway.edge.headers.identity`); the dashboard's when it has none."""
+    call put on it (:func:`gateway.headers.identity`); the dashboard's when it has none."""
     connection_id = headers.get("x-almanac-connection-id") or _DASHBOARD[0]
     name = unquote(headers.get("x-almanac-connection") or _DASHBOARD[1])
     return Principal(

@@ -37,10 +37,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway import logs
+from gateway.asgi import off_loop
 from gateway.cluster import manifest, signing
 from gateway.cluster.backups import CHUNK
 from gateway.cluster.moves import PREFIX, MoveEndpoints, settle
-from gateway.edge.principals import off_loop
 from gateway.errors import AlreadyExists, BadRequest, Forbidden
 
 
