@@ -40,7 +40,7 @@ from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, Clu
 from gateway.cluster.internal import AdvertisedOnly, InternalMcp
 from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
 from gateway.cluster.membership import NodeConfig, keep_alive
-from gateway.cluster.moves import MoveEndpoints
+from gateway.cluster.move.endpoints import MoveEndpoints
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines
 from gateway.cluster.rest import InternalRest, RestForwarding
 from gateway.cluster.restores import RestoreEndpoints

@@ -11,10 +11,11 @@ import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster import mover, restorer
+from gateway.cluster import restorer
 from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
-from gateway.cluster.mover import MoveConfig
+from gateway.cluster.move import driver as move_driver
+from gateway.cluster.move.driver import MoveConfig
 from gateway.cluster.usage import node_state, usage_on
 from gateway.control.clock import iso
 from gateway.control.store import DEFAULT_WORKSPACE
@@ -161,7 +162,7 @@ def workspace_move(
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
-            for done in mover.finish(store, ws.id, config, clock=clock, say=say):
+            for done in move_driver.finish(store, ws.id, config, clock=clock, say=say):
                 click.echo(
                     f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
                     f"the old copy on {done.source} is deleted",
@@ -169,7 +170,7 @@ def workspace_move(
                 )
             return
         assert target is not None
-        report = mover.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
+        report = move_driver.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
     refused = "" if report.source is None else f"; calls refused for {report.refused_for:.2f} s"
     click.echo(
         f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files{refused}", err=True
@@ -255,7 +256,7 @@ TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
 def _test_pause() -> Callable[[str], None]:
     wanted = os.environ.get(TEST_PAUSE_ENV, "")
     if ":" not in wanted:
-        return mover.no_pause
+        return move_driver.no_pause
     seam, file = wanted.split(":", 1)
 
     def pause(at: str) -> None:

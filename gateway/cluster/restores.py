@@ -1,5 +1,5 @@
 """A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac workspace
-restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.moves`,
+restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.move.endpoints`,
 whose folder, staging folder and per-workspace lock these share), every endpoint answers only the
 cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
 otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``, and only while the control
@@ -40,7 +40,7 @@ from gateway import logs
 from gateway.asgi import off_loop
 from gateway.cluster import manifest, signing
 from gateway.cluster.backups import CHUNK
-from gateway.cluster.moves import PREFIX, MoveEndpoints, settle
+from gateway.cluster.move.endpoints import PREFIX, MoveEndpoints, settle
 from gateway.errors import AlreadyExists, BadRequest, Forbidden
 
 

@@ -1,5 +1,5 @@
 """A node's side of moving a workspace to another node (``run:scale-out``); the steps are driven by
-``almanac workspace move`` (:mod:`gateway.cluster.mover`). Every endpoint here answers only the
+``almanac workspace move`` (:mod:`gateway.cluster.move.driver`). Every endpoint here answers only the
 cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
 otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
 
