@@ -43,7 +43,7 @@ from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.move.endpoints import MoveEndpoints
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines
 from gateway.cluster.rest import InternalRest, RestForwarding
-from gateway.cluster.restores import RestoreEndpoints
+from gateway.cluster.restore.endpoints import RestoreEndpoints
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.clock import iso
 from gateway.control.oauth import TokenLifetimes

@@ -11,11 +11,11 @@ import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster import restorer
 from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
 from gateway.cluster.move import driver as move_driver
 from gateway.cluster.move.driver import MoveConfig
+from gateway.cluster.restore import driver as restore_driver
 from gateway.cluster.usage import node_state, usage_on
 from gateway.control.clock import iso
 from gateway.control.store import DEFAULT_WORKSPACE
@@ -230,11 +230,11 @@ def workspace_restore(
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
         clock = database_clock(store.database_time).now
         if abandon:
-            restorer.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
+            restore_driver.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
             click.echo(f"abandoned the restore of workspace {ws.name!r} ({ws.id}): it is lost", err=True)
             return
         assert backup is not None and target is not None
-        report = restorer.restore(
+        report = restore_driver.restore(
             store, ws.owner_id, ws.id, backup, target, config, clock=clock, say=say, pause=_test_pause()
         )
     if report.files == 0:  # the same restore, run again after it switched the workspace

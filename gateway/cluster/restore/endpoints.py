@@ -1,10 +1,10 @@
-"""A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac workspace
-restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.move.endpoints`,
-whose folder, staging folder and per-workspace lock these share), every endpoint answers only the
-cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
-otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``, and only while the control
-plane says a restore of that workspace to this node is under way (the workspace is placed on a node
-declared lost and marked as moving here; 403 otherwise):
+"""A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac
+workspace restore``, :mod:`gateway.cluster.restore.driver`). Like the move endpoints
+(:mod:`gateway.cluster.move.endpoints`, whose folder, staging folder and per-workspace lock these
+share), every endpoint answers only the cluster's own calls, signed with ``cluster_secret`` for this
+node and this workspace (401 otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``,
+and only while the control plane says a restore of that workspace to this node is under way (the
+workspace is placed on a node declared lost and marked as moving here; 403 otherwise):
 
 ``POST …/restore/begin``      an empty staging folder (refused if this node already has a folder
                               for the workspace);

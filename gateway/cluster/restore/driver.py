@@ -10,7 +10,7 @@ The steps mirror a move (:mod:`gateway.cluster.move.driver`), with the backup in
    drain's deadline, so every node answers ``workspace_restoring`` meanwhile and two restores never
    run at once);
 2. the target gets an empty staging folder, then every file of the backup, streamed in bounded
-   chunks, hashed as it goes, its declared SHA-256 signed (:mod:`gateway.cluster.restores`);
+   chunks, hashed as it goes, its declared SHA-256 signed (:mod:`gateway.cluster.restore.endpoints`);
 3. the target checks that its staging folder holds exactly the backup's manifest (size and SHA-256
    of every file), moves it into place and lists what it now has; the command compares that list
    with the backup's, file by file, or the restore is called off (the workspace stays lost, the
