@@ -37,8 +37,8 @@ from gateway.cluster import volume
 from gateway.cluster.dbclock import DatabaseClock
 from gateway.cluster.fencing import Fence, NameLock
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
-from gateway.cluster.internal import AdvertisedOnly, InternalMcp
-from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
+from gateway.cluster.forwarded_engine import InternalEngine, InternalEngineControl
+from gateway.cluster.forwarded_mcp import AdvertisedOnly, InternalMcp
 from gateway.cluster.membership import NodeConfig, keep_alive
 from gateway.cluster.move.endpoints import MoveEndpoints
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines

@@ -4,7 +4,7 @@ The proxy (:mod:`gateway.edge.proxy`) streams the request and the answer exactly
 local engine; this module only builds the request: the client's MCP headers (never its
 ``Authorization``, never an ``X-Almanac-*`` it made up), the principal the edge resolved, and the
 HMAC signature of :mod:`gateway.cluster.signing`. The owner node's side is
-:mod:`gateway.cluster.internal`.
+:mod:`gateway.cluster.forwarded_mcp`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The REST API (``/api/v1``) across nodes (``run:scale-out``), as :mod:`.internal` does
+"""The REST API (``/api/v1``) across nodes (``run:scale-out``), as :mod:`.forwarded_mcp` does
 for ``/mcp``.
 
 :class:`RestForwarding` (middleware, node mode): a ``/api/v1`` call is authenticated and
