@@ -230,7 +230,7 @@ def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Calla
     fence = Fence(node.lease, joined.generation, joined.previous_lease, settings.retry_after)
     began = fence.monotonic()
     store.heartbeat(node.name, now=clock(), lease=node.lease, generation=joined.generation)
-    fence.renewed(began)
+    fence.record_renewal(began)
     return fence
 
 

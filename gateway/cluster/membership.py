@@ -83,7 +83,7 @@ async def keep_alive(
             logs.event(log, logging.WARNING, "node.heartbeat_failed", node=node.name, error=str(exc))
             continue
         if fence is not None:
-            fence.renewed(began)
+            fence.record_renewal(began)
         if tend is not None:
             try:
                 await tend()
