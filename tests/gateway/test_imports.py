@@ -5,6 +5,7 @@ sub-packages, import each other in a cycle."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import gateway
 from tests.imports import Edge, cycles, graph, grouped, layer_of, modules, upward
 
 GATEWAY = Path(gateway.__file__).parent
+ROOT = GATEWAY.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 #: The gateway's layers, lowest first: a module may import its own layer and those before it, never
 #: one after it. A dotted name stands for that module or package and everything in it; ``gateway``
@@ -117,3 +120,28 @@ def test_every_known_exception_still_exists() -> None:
     present = {(e.importer, e.imported) for e in graph(GATEWAY)}
     gone = sorted(KNOWN_UNTIL_CONTROL_IS_REBUILT - present)
     assert gone == [], f"these imports are gone: remove them from KNOWN_UNTIL_CONTROL_IS_REBUILT: {gone}"
+
+
+def _as_written(module: str) -> str:
+    """How ``docs/architecture.md`` names a module of the table: ``errors.py``, ``control/``."""
+    if module == "gateway":
+        return "`gateway/__init__.py`"
+    path = GATEWAY.joinpath(*module.split(".")[1:])
+    return f"`{path.name}/`" if path.is_dir() else f"`{path.name}.py`"
+
+
+def test_the_architecture_page_lists_the_same_layers() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    items = re.findall(r"^(\d+)\. (.*?)(?=^\d+\. |^\S|\Z)", text, flags=re.M | re.S)
+    assert [int(n) for n, _ in items] == list(range(1, len(LAYERS) + 1))
+    missing = {
+        name: [_as_written(m) for m in modules if _as_written(m) not in body]
+        for (name, modules), (_, body) in zip(LAYERS, items, strict=True)
+    }
+    assert {k: v for k, v in missing.items() if v} == {}
+
+
+def test_every_path_the_architecture_page_cites_exists() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    cited = re.findall(r"`((?:gateway|engine|almanac|tests|docs|deploy)/[^`\s]*)`", text)
+    assert cited and [c for c in cited if not (ROOT / c).exists()] == []
