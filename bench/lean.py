@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from gateway.edge import headers as hdr
+from gateway import headers as hdr
 from gateway.edge.proxy import engine_call, read_whole
 from gateway.engines.calls import PROTOCOL, reply_of
 from gateway.engines.wire import EngineTransport

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway import headers as hdr
 from gateway import layout, logs
 from gateway.api.rest import RestApi
 from gateway.auth.accounts import AccountPolicy, SignupMode, ThrottlePolicy, default_cookie_secure
@@ -36,34 +37,35 @@ from gateway.cluster import volume
 from gateway.cluster.dbclock import DatabaseClock
 from gateway.cluster.fencing import Fence, NameLock
 from gateway.cluster.forward import INTERNAL_MCP_PATH, INTERNAL_REST_PREFIX, ClusterLink, Forwarder
-from gateway.cluster.internal import AdvertisedOnly, InternalMcp
-from gateway.cluster.internal_engine import InternalEngine, InternalEngineControl
+from gateway.cluster.forwarded_engine import InternalEngine, InternalEngineControl
+from gateway.cluster.forwarded_mcp import AdvertisedOnly, InternalMcp
 from gateway.cluster.membership import NodeConfig, keep_alive
-from gateway.cluster.moves import MoveEndpoints
+from gateway.cluster.move.endpoints import MoveEndpoints
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, Engines
 from gateway.cluster.rest import InternalRest, RestForwarding
-from gateway.cluster.restores import RestoreEndpoints
+from gateway.cluster.restore.endpoints import RestoreEndpoints
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.clock import iso
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.engines import policy, procs, startq
 from gateway.engines.embedder import EmbedderService
 from gateway.engines.supervisor import Supervisor, SupervisorConfig
 from gateway.errors import GatewayError, NotFound, render
 from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.ratelimit import RateLimiter
 from gateway.settings import Settings
 from gateway.web import (
     account,
     activity,
     connections,
+    consent,
     erase,
     memories,
     oidc,
+    refusal,
     reset,
     tokens,
     workspace,
@@ -228,7 +230,7 @@ def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Calla
     fence = Fence(node.lease, joined.generation, joined.previous_lease, settings.retry_after)
     began = fence.monotonic()
     store.heartbeat(node.name, now=clock(), lease=node.lease, generation=joined.generation)
-    fence.renewed(began)
+    fence.record_renewal(began)
     return fence
 
 
@@ -488,7 +490,8 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
-            *oauth_routes.routes(oauth),
+            *oauth_routes.routes(oauth, for_browser=refusal.for_browser),
+            *consent.routes(oauth),
             *rest.routes(),
             *account.routes(),
             *reset.routes(),

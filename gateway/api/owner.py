@@ -144,7 +144,7 @@ def refusal(code: str, message: str, status: int, fields: dict[str, str] | None 
     return JSONResponse({"error": error}, status_code=status)
 
 
-def _changes_allowed(who: Principal, what: str) -> None:
+def _require_changes_allowed(who: Principal, what: str) -> None:
     if who.read_only:
         raise _ReadOnly(f"this connection is read-only: it can read {what} but not change them")
     if who.scope is not None:
@@ -197,7 +197,7 @@ class OwnerApi:
 
     async def change(self, request: Request) -> Response:
         who = await self.principal(request)
-        _changes_allowed(who, "settings")
+        _require_changes_allowed(who, "settings")
         raw = await _body(request)
         try:
             body = json.loads(raw) if raw.strip() else None
@@ -249,7 +249,7 @@ class OwnerApi:
 
     async def revoke(self, request: Request) -> Response:
         who = await self.principal(request)
-        _changes_allowed(who, "connections")
+        _require_changes_allowed(who, "connections")
         wanted = str(request.path_params["id"])
         target = next((c for c in self._mine(who) if c.id == wanted), None)
         if target is None:

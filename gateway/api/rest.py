@@ -20,16 +20,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway import headers as hdr
 from gateway.api.contract import Endpoint, path_route, query_parameters, unknown_fields, unknown_query
 from gateway.api.guard import guarded
+from gateway.asgi import off_loop
 from gateway.cluster.forward import FORWARDED_PRINCIPAL
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
-from gateway.edge.principals import off_loop
 from gateway.edge.proxy import Engines
-from gateway.edge.ratelimit import RateLimiter
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import HostNotAllowed, PayloadTooLarge, RateLimited
+from gateway.ratelimit import RateLimiter
 
 from .admin import ADMIN_OPERATIONS, AdminOperation, query_of
 from .openapi import OPERATIONS, PREFIX, REFUSAL_STATUS, Operation, argument_schemas, document

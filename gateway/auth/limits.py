@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.edge.ratelimit import RateLimiter
+from gateway.ratelimit import RateLimiter
 
 Kind = Literal["register", "token", "signin", "authorize"]
 

@@ -11,10 +11,11 @@ import click
 
 from gateway import layout
 from gateway.cli.common import config_option, control_plane, data_dir_option, make_settings, reports_errors
-from gateway.cluster import mover, restorer
 from gateway.cluster.dbclock import database_clock
 from gateway.cluster.journal import describe
-from gateway.cluster.mover import MoveConfig
+from gateway.cluster.move import driver as move_driver
+from gateway.cluster.move.driver import MoveConfig
+from gateway.cluster.restore import driver as restore_driver
 from gateway.cluster.usage import node_state, usage_on
 from gateway.control.clock import iso
 from gateway.control.store import DEFAULT_WORKSPACE
@@ -161,7 +162,7 @@ def workspace_move(
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
-            for done in mover.finish(store, ws.id, config, clock=clock, say=say):
+            for done in move_driver.finish(store, ws.id, config, clock=clock, say=say):
                 click.echo(
                     f"finished moving workspace {ws.name!r} ({ws.id}) to {done.target}: "
                     f"the old copy on {done.source} is deleted",
@@ -169,7 +170,7 @@ def workspace_move(
                 )
             return
         assert target is not None
-        report = mover.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
+        report = move_driver.move(store, ws.id, target, config, clock=clock, say=say, pause=_test_pause())
     refused = "" if report.source is None else f"; calls refused for {report.refused_for:.2f} s"
     click.echo(
         f"moved workspace {ws.name!r} ({ws.id}) to {report.target}: {report.files} files{refused}", err=True
@@ -229,11 +230,11 @@ def workspace_restore(
         ws = store.workspace_by_name(store.owner_by_email(email).id, name)
         clock = database_clock(store.database_time).now
         if abandon:
-            restorer.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
+            restore_driver.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)
             click.echo(f"abandoned the restore of workspace {ws.name!r} ({ws.id}): it is lost", err=True)
             return
         assert backup is not None and target is not None
-        report = restorer.restore(
+        report = restore_driver.restore(
             store, ws.owner_id, ws.id, backup, target, config, clock=clock, say=say, pause=_test_pause()
         )
     if report.files == 0:  # the same restore, run again after it switched the workspace
@@ -255,7 +256,7 @@ TEST_PAUSE_ENV = "ALMANAC_TEST_MOVE_PAUSE"
 def _test_pause() -> Callable[[str], None]:
     wanted = os.environ.get(TEST_PAUSE_ENV, "")
     if ":" not in wanted:
-        return mover.no_pause
+        return move_driver.no_pause
     seam, file = wanted.split(":", 1)
 
     def pause(at: str) -> None:

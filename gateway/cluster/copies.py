@@ -4,7 +4,7 @@ node with its engine), a move may have left others: the old copy on the source o
 command died after the switch, the unused copy on the target of a move called off. The moves
 records name them (:func:`~gateway.cluster.journal.nodes_keeping_copies`); each such node is asked,
 signed, to erase its copy (``POST /internal/v1/workspaces/{id}/erase``,
-:mod:`gateway.cluster.moves`), which it does only for an owner the control plane says is being
+:mod:`gateway.cluster.move.endpoints`), which it does only for an owner the control plane says is being
 erased. What could not be erased — its node down or unregistered, a folder an engine still holds —
 is returned, and the caller keeps every row (the moves records included) until a later
 ``almanac owner erase --finish`` gets it: nothing is forgotten while a copy is left.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.cluster.journal import MoveRecord, nodes_keeping_copies
-from gateway.cluster.mover import NodeCalls
+from gateway.cluster.move.driver import NodeCalls
 from gateway.cluster.placement import Node, Placement
 from gateway.control.plane import Audits
 from gateway.errors import MoveFailed

@@ -139,7 +139,7 @@ class Fence:
     name_taken: bool = False
     stopped: bool = False
 
-    def renewed(self, began: float) -> None:
+    def record_renewal(self, began: float) -> None:
         """A heartbeat begun at ``began`` (monotonic) renewed the leases with this token."""
         self.valid_until = max(self.valid_until, began + self.lease)
 

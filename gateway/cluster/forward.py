@@ -4,27 +4,28 @@ The proxy (:mod:`gateway.edge.proxy`) streams the request and the answer exactly
 local engine; this module only builds the request: the client's MCP headers (never its
 ``Authorization``, never an ``X-Almanac-*`` it made up), the principal the edge resolved, and the
 HMAC signature of :mod:`gateway.cluster.signing`. The owner node's side is
-:mod:`gateway.cluster.internal`.
+:mod:`gateway.cluster.forwarded_mcp`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
+from starlette.types import Receive, Send
 
+from gateway import headers as hdr
 from gateway import logs
 from gateway.cluster import signing
 from gateway.cluster.placement import Forward
 from gateway.cluster.replay import ReplayCache
 from gateway.cluster.router import Router
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
-from gateway.errors import ClusterSignatureInvalid, ClusterSignatureReplayed, NodeUnavailable
+from gateway.errors import ClusterSignatureInvalid, ClusterSignatureReplayed, GatewayError, NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.
 INTERNAL_MCP_PATH = "/internal/v1/mcp"
@@ -33,6 +34,11 @@ INTERNAL_REST_PREFIX = "/internal/v1/rest"
 #: The ASGI scope key of a call the edge node authenticated: the principal it speaks for. Only
 #: server code sets scope keys; a client cannot.
 FORWARDED_PRINCIPAL = "almanac.forwarded_principal"
+#: The methods of MCP's HTTP transport: what ``/mcp`` and the owner node's endpoint accept.
+METHODS = ("POST", "GET", "DELETE")
+
+#: Sends a built request upstream and returns its response, body not read yet.
+Upstream = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 
 #: How long, by default, a node waits for the node it forwards a call to (seconds): to connect, to
@@ -48,6 +54,59 @@ def unreachable(where: Forward, retry_after: float, timeout: float) -> Callable[
         f"{timeout:g} s; try again",
         retry_after=retry_after,
     )
+
+
+def via_client(client: httpx.AsyncClient) -> Upstream:
+    """Send through ``client`` (its settings: base URL, timeouts), streaming the response."""
+
+    async def send(request: httpx.Request) -> httpx.Response:
+        return await client.send(request, stream=True)
+
+    return send
+
+
+def refused_between_nodes(upstream: httpx.Response) -> None:
+    """A 401 from the owner node refuses the *nodes'* signature (the client was authenticated here):
+    to the client that is a node it cannot use now, not a bad token."""
+    if upstream.status_code == 401:
+        raise NodeUnavailable(
+            "the node that serves this workspace refused this node's signature (the nodes' "
+            "cluster_secret or clocks differ); try again later",
+            retry_after=30.0,
+        )
+
+
+class Relay(Protocol):
+    """What the owner node's endpoints and REST forwarding need of the proxy
+    (:class:`~gateway.edge.proxy.McpProxy`, which the composition root passes in)."""
+
+    @property
+    def retry_after(self) -> float: ...
+
+    async def read_body(self, raw_headers: hdr.RawHeaders, receive: Receive) -> bytes: ...
+
+    async def serve_local(
+        self,
+        method: str,
+        raw_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+    ) -> None: ...
+
+    async def stream(
+        self,
+        upstream: Upstream,
+        request: httpx.Request,
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+        *,
+        on_response: Callable[[httpx.Response], None],
+        unreachable: Callable[[], GatewayError],
+        response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders] = ...,
+    ) -> None: ...
 
 
 def forwarded_headers(raw_headers: hdr.RawHeaders, signed: signing.Signed) -> hdr.RawHeaders:

@@ -1,7 +1,7 @@
 """This process as one node of several (``almanac serve --node NAME --advertise URL``): registered
 in the shared control plane at start, then a heartbeat every ``interval`` seconds that also renews
 the leases of the workspaces placed on it, then looks after the moves involving this node (calls
-off the ones whose command died; :meth:`gateway.cluster.moves.MoveEndpoints.tend`). The database
+off the ones whose command died; :meth:`gateway.cluster.move.endpoints.MoveEndpoints.tend`). The database
 calls run in a worker thread, never on the event loop; a failed beat is logged and retried at the
 next one (the leases simply age meanwhile).
 
@@ -83,7 +83,7 @@ async def keep_alive(
             logs.event(log, logging.WARNING, "node.heartbeat_failed", node=node.name, error=str(exc))
             continue
         if fence is not None:
-            fence.renewed(began)
+            fence.record_renewal(began)
         if tend is not None:
             try:
                 await tend()

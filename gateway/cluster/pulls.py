@@ -1,6 +1,6 @@
 """Copying a workspace's folder from the node that serves it to the node it moves to, in passes
-(``run:scale-out``; the endpoints are :mod:`gateway.cluster.moves`, the steps
-:mod:`gateway.cluster.mover`).
+(``run:scale-out``; the endpoints are :mod:`gateway.cluster.move.endpoints`, the steps
+:mod:`gateway.cluster.move.driver`).
 
 A pass brings the target's staging folder ``.incoming-<workspace>`` in line with a manifest of the
 source's folder: it fetches every file whose size or SHA-256 the staging folder does not have yet

@@ -10,7 +10,7 @@ plane); only the *engine call* travels. :meth:`Engines.lease` routes the workspa
   :mod:`gateway.engines.calls` and :mod:`gateway.engines.admin`, but sends each request, signed
   (:mod:`gateway.cluster.signing`: method, path and query, timestamp, workspace, target node, the
   caller's identity, body — never the browser's cookie), to the owner's ``/internal/v1/engine/…``
-  (:mod:`gateway.cluster.internal_engine`), which passes it to its engine and streams the answer
+  (:mod:`gateway.cluster.forwarded_engine`), which passes it to its engine and streams the answer
   back (an export, an import's progress);
 - nobody can serve it now (its node down, its lease run out, being moved) → 503 + Retry-After,
   and nothing is sent anywhere: never a second engine.
@@ -96,7 +96,7 @@ _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
 
 def caller_of(headers: httpx.Headers, workspace_id: str) -> Principal:
     """The principal an engine request speaks for, read back from the identity headers the page's
-    call put on it (:func:`gateway.edge.headers.identity`); the dashboard's when it has none."""
+    call put on it (:func:`gateway.headers.identity`); the dashboard's when it has none."""
     connection_id = headers.get("x-almanac-connection-id") or _DASHBOARD[0]
     name = unquote(headers.get("x-almanac-connection") or _DASHBOARD[1])
     return Principal(

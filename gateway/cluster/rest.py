@@ -1,4 +1,4 @@
-"""The REST API (``/api/v1``) across nodes (``run:scale-out``), as :mod:`.internal` does
+"""The REST API (``/api/v1``) across nodes (``run:scale-out``), as :mod:`.forwarded_mcp` does
 for ``/mcp``.
 
 :class:`RestForwarding` (middleware, node mode): a ``/api/v1`` call is authenticated and
@@ -14,25 +14,22 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.cluster.forward import FORWARDED_PRINCIPAL, INTERNAL_REST_PREFIX, ClusterLink, unreachable
+from gateway import headers as hdr
+from gateway.asgi import ClientGone, read_all, send_error
+from gateway.cluster.forward import (
+    FORWARDED_PRINCIPAL,
+    INTERNAL_REST_PREFIX,
+    ClusterLink,
+    Relay,
+    refused_between_nodes,
+    unreachable,
+    via_client,
+)
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
-from gateway.edge.principals import App
-from gateway.edge.proxy import (
-    ClientGone,
-    McpProxy,
-    Message,
-    Receive,
-    Scope,
-    Send,
-    read_all,
-    refused_between_nodes,
-    send_error,
-    via_client,
-)
 from gateway.errors import (
     GatewayError,
     NotFound,
@@ -56,10 +53,10 @@ def _query(scope: Scope) -> str:
 class RestForwarding:
     def __init__(
         self,
-        app: App,
+        app: ASGIApp,
         *,
         link: ClusterLink,
-        proxy: McpProxy,
+        proxy: Relay,
         principal: Any,  # RestApi._principal: (Request) -> Awaitable[Principal]
         max_body_bytes: int,
     ) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.asgi import off_loop
 from gateway.cluster.fencing import Fence
 from gateway.cluster.placement import (
     Forward,
@@ -37,7 +38,6 @@ from gateway.cluster.placement import (
     moving_retry_after,
     route,
 )
-from gateway.edge.principals import off_loop
 from gateway.errors import (
     ControlPlaneUnavailable,
     NodeUnavailable,

@@ -1,6 +1,6 @@
 """How one node tells another "this call is for workspace W, on behalf of this principal"
 (``run:scale-out``). Pure functions; the HTTP shells are :mod:`gateway.cluster.forward` and
-:mod:`gateway.cluster.internal`.
+:mod:`gateway.cluster.forwarded_mcp`.
 
 The edge node has already authenticated the client and applied its rules; the client's token never
 leaves it. What travels is the resolved :class:`~gateway.control.store.Principal`, encoded in a

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.cluster.mover import NodeCalls
+from gateway.cluster.move.driver import NodeCalls
 from gateway.cluster.placement import Node, is_live
 from gateway.errors import GatewayError, NodeUnavailable
 

@@ -1,8 +1,8 @@
 """Who a bearer token speaks for, without a database call on the event loop per request (``perf:gateway``).
 
 The control plane is a database (a file or a server); a query there blocks. The gateway's
-request path therefore asks it from a worker thread (:func:`off_loop`), and remembers each answer
-for a moment (:class:`PrincipalCache`):
+request path therefore asks it from a worker thread (:func:`~gateway.asgi.off_loop`), and remembers
+each answer for a moment (:class:`PrincipalCache`):
 
 - a principal is reused for at most ``ttl`` seconds (default :data:`TTL_S`, half a second), so a
   token revoked anywhere — on a page of this gateway, by the CLI, on another gateway sharing the
@@ -25,25 +25,15 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
 
-import anyio
-import anyio.to_thread
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.asgi import off_loop
 from gateway.auth import tokens
 from gateway.control.store import Principal
 from gateway.errors import ControlPlaneUnavailable
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: How long a looked-up principal is reused (seconds). Revocation is honoured within this.
 TTL_S = 0.5
@@ -51,22 +41,6 @@ TTL_S = 0.5
 STALE_S = 30.0
 #: At most this many principals are remembered (the least recently fetched are dropped).
 MAX_ENTRIES = 10_000
-#: Control-plane calls from the request path run on at most this many worker threads at once.
-THREADS = 4
-
-_limiter: anyio.CapacityLimiter | None = None
-
-
-def _control_limiter() -> anyio.CapacityLimiter:
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(THREADS)
-    return _limiter
-
-
-async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` — a blocking control-plane call — on a worker thread."""
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=_control_limiter())
 
 
 @dataclass(frozen=True)
@@ -144,7 +118,9 @@ class ForgetAfterChanges:
     gateway is honoured by the next request made after its answer. ``/mcp`` and the REST API
     (``/api/``) change memories, never tokens, so they keep the cache."""
 
-    def __init__(self, app: App, cache: PrincipalCache, *, keep: tuple[str, ...] = ("/mcp", "/api/")) -> None:
+    def __init__(
+        self, app: ASGIApp, cache: PrincipalCache, *, keep: tuple[str, ...] = ("/mcp", "/api/")
+    ) -> None:
         self.app, self.cache, self.keep = app, cache, keep
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

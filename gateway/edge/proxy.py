@@ -15,24 +15,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import anyio
 import httpx
+from starlette.types import Message, Receive, Scope, Send
 
+from gateway import headers as hdr
 from gateway import logs
+from gateway.asgi import ClientGone, off_loop, read_all, send_error
 from gateway.auth.tokens import parse_bearer
-from gateway.cluster.forward import ClusterLink, unreachable
+from gateway.cluster.forward import (
+    METHODS,
+    ClusterLink,
+    refused_between_nodes,
+    unreachable,
+    via_client,
+)
 from gateway.cluster.placement import Forward, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.clock import iso
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
-from gateway.edge.principals import PrincipalCache, off_loop
-from gateway.edge.ratelimit import RateLimiter
+from gateway.edge.principals import PrincipalCache
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport
 from gateway.errors import (
@@ -41,23 +48,15 @@ from gateway.errors import (
     GatewayError,
     HostNotAllowed,
     MethodNotAllowed,
-    NodeUnavailable,
     OriginNotAllowed,
     PayloadTooLarge,
     RateLimited,
     SessionNotFound,
     Unauthorized,
     WorkspaceUnavailable,
-    render,
 )
 from gateway.metrics import Metrics
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-#: Sends a built request upstream and returns its response, body not read yet.
-Upstream = Callable[[httpx.Request], Awaitable[httpx.Response]]
+from gateway.ratelimit import RateLimiter
 
 
 class Outgoing(Protocol):
@@ -73,7 +72,6 @@ class Outgoing(Protocol):
 
 R = TypeVar("R", bound=Outgoing)
 
-METHODS = ("POST", "GET", "DELETE")
 ENGINE_MCP_URL = "http://localhost/mcp"
 _ENGINE_URL = httpx.URL(ENGINE_MCP_URL)  # parsed once: parsing it per call cost 50 µs
 _ENGINE_TIMEOUTS = ENGINE_TIMEOUT.as_dict()
@@ -119,10 +117,6 @@ class Engines(Protocol):
     ) -> AbstractAsyncContextManager[Lease]: ...
 
 
-class ClientGone(Exception):
-    """The client went away before we answered."""
-
-
 class _Watch:
     """Watches for the client leaving while a reply is relayed, and cancels ``task`` if it does
     before the reply's last message went out (after that uvicorn's ``receive`` says
@@ -155,23 +149,6 @@ class _Exchange:
 
     status: int = 0
     started: bool = False
-
-
-async def send_error(send: Send, exc: GatewayError) -> None:
-    status, headers, body = render(exc)
-    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    raw.append((b"content-length", str(len(body)).encode("ascii")))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
-def via_client(client: httpx.AsyncClient) -> Upstream:
-    """Send through ``client`` (its settings: base URL, timeouts), streaming the response."""
-
-    async def send(request: httpx.Request) -> httpx.Response:
-        return await client.send(request, stream=True)
-
-    return send
 
 
 def engine_request(method: str, headers: hdr.RawHeaders, body: bytes) -> httpx.Request:
@@ -230,34 +207,6 @@ def whole(request: Outgoing, upstream: httpx.Response) -> bool:
         return False
     declared = hdr.get(upstream.headers.raw, b"content-length")
     return declared is not None and declared.isdigit() and int(declared) <= ONE_PIECE
-
-
-def refused_between_nodes(upstream: httpx.Response) -> None:
-    """A 401 from the owner node refuses the *nodes'* signature (the client was authenticated here):
-    to the client that is a node it cannot use now, not a bad token."""
-    if upstream.status_code == 401:
-        raise NodeUnavailable(
-            "the node that serves this workspace refused this node's signature (the nodes' "
-            "cluster_secret or clocks differ); try again later",
-            retry_after=30.0,
-        )
-
-
-async def read_all(receive: Receive, limit: int) -> bytes:
-    """The whole request body, refused with 413 once it passes ``limit`` bytes (whatever the
-    Content-Length said); :class:`ClientGone` when the client hangs up first."""
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = bytes(message.get("body", b""))
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 class McpProxy:
@@ -510,7 +459,8 @@ class McpProxy:
         response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders] = hdr.downstream_response,
     ) -> None:
         """Send ``request`` through ``upstream`` (a client's send or a transport's, see
-        :func:`via_client`) and stream its answer back; a client that goes away cancels it.
+        :func:`~gateway.cluster.forward.via_client`) and stream its answer back; a client that goes
+        away cancels it.
 
         The watch for the client leaving is one plain task that cancels this one (an anyio task
         group cost about a tenth of the gateway's CPU per call, ``perf:gateway``); it stops

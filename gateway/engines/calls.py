@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
+from gateway import headers as hdr
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
 from gateway.errors import EngineUnreachable
 
 PROTOCOL = "2026-07-28"

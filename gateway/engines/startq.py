@@ -76,7 +76,8 @@ class StartQueue:
         """The mean of the recent start times (spawn to healthy); ``prior`` until one is measured."""
         return sum(self._durations) / len(self._durations) if self._durations else self._prior
 
-    def measured(self, seconds: float) -> None:
+    def record_start(self, seconds: float) -> None:
+        """Count one more start that took ``seconds`` (spawn to healthy)."""
         self._durations.append(seconds)
 
     def retry_after(self, key: str) -> float | None:

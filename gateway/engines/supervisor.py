@@ -447,7 +447,7 @@ class Supervisor:
         slot.sessions.clear()
         slot.last_used = self._clock()
         elapsed = slot.last_used - started
-        self.queue.measured(elapsed)
+        self.queue.record_start(elapsed)
         self.metrics.cold_starts.inc()
         self.metrics.cold_start_seconds.observe(elapsed)
         self.metrics.engines_running.set(len(self.running()))

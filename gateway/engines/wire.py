@@ -127,7 +127,7 @@ class _Connection(asyncio.Protocol):
             raise httpx.WriteError("the connection to the engine is closed")
         self.transport.write(data)
 
-    async def drained(self, timeout: float | None) -> None:
+    async def drain(self, timeout: float | None) -> None:
         """Until the write buffer is below its high-water mark again (:class:`httpx.WriteTimeout`)."""
         if self._writable is None:
             return
@@ -271,7 +271,7 @@ class EngineTransport(httpx.AsyncBaseTransport):
 
         async def write(connection: _Connection) -> None:
             connection.write(data)
-            await connection.drained(call.timeout.get("write"))
+            await connection.drain(call.timeout.get("write"))
 
         return await self._exchange(call.timeout, write)
 
@@ -384,7 +384,7 @@ class EngineTransport(httpx.AsyncBaseTransport):
             async for chunk in request.stream:  # type: ignore[union-attr]
                 if chunk:
                     connection.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                    await connection.drained(timeout)
+                    await connection.drain(timeout)
             if chunked:
                 connection.write(b"0\r\n\r\n")
-        await connection.drained(timeout)
+        await connection.drain(timeout)

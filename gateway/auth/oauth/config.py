@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from gateway import headers as hdr
 from gateway.auth.limits import AddressLimits, Kind
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane
-from gateway.edge import headers as hdr
 from gateway.errors import HostNotAllowed
 
 SCOPE = "memory"

@@ -1,4 +1,9 @@
-"""The authorization server's routes, wired over the SDK's handlers and our own pieces."""
+"""The authorization server's routes, wired over the SDK's handlers and our own pieces.
+
+The pages a person sees are :mod:`gateway.web`'s (auth renders no page): ``/consent`` is
+:mod:`gateway.web.consent`, and a refused ``/authorize`` becomes a page for a browser through the
+``for_browser`` function the composition root passes in (:func:`gateway.web.refusal.for_browser`).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +20,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from gateway.auth.oauth import cimd, consent, metadata, refusal
+from gateway.auth.oauth import cimd, metadata
 from gateway.auth.oauth.config import OAuthServer, over_limit, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.oauth.register import register
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+#: A refusal as a browser should see it: the response itself, or a page explaining it.
+ForBrowser = Callable[[Request, Response], Response]
 
 PROTECTED_RESOURCE_PATHS = (
     "/.well-known/oauth-protected-resource/mcp",
@@ -43,7 +50,7 @@ def _public(endpoint: Endpoint, methods: list[str]) -> ASGIApp:
     )
 
 
-def routes(server: OAuthServer) -> list[Route]:
+def routes(server: OAuthServer, *, for_browser: ForBrowser) -> list[Route]:
     async def resource_metadata(request: Request) -> Response:
         return JSONResponse(metadata.protected_resource(server.issuer(request)))
 
@@ -62,13 +69,13 @@ def routes(server: OAuthServer) -> list[Route]:
             except cimd.CimdRefused as exc:
                 body = {"error": "invalid_client", "error_description": str(exc)}
                 refused = JSONResponse(body, status_code=400, headers={"Cache-Control": "no-store"})
-                return refusal.for_browser(request, refused)
+                return for_browser(request, refused)
         response = await AuthorizationHandler(provider).handle(request)
         location = response.headers.get("location")
         if location and "error" in parse_qs(urlsplit(location).query):
             # RFC 9207: an error sent back to the client names this issuer too (the SDK leaves it out)
             response.headers["location"] = construct_redirect_uri(location, iss=provider.issuer)
-        return refusal.for_browser(request, response)
+        return for_browser(request, response)
 
     async def token(request: Request) -> Response:
         if refused := over_limit(server, "token", request):
@@ -112,12 +119,6 @@ def routes(server: OAuthServer) -> list[Route]:
             return refused
         return await register(server, request)
 
-    async def consent_get(request: Request) -> Response:
-        return await consent.consent_page(server, request)
-
-    async def consent_post(request: Request) -> Response:
-        return await consent.consent_submit(server, request)
-
     found = [
         Route(p, _public(resource_metadata, ["GET"]), methods=["GET", "OPTIONS"])
         for p in PROTECTED_RESOURCE_PATHS
@@ -130,7 +131,5 @@ def routes(server: OAuthServer) -> list[Route]:
         Route("/token", _public(token, ["POST"]), methods=["POST", "OPTIONS"]),
         Route("/register", _public(registration, ["POST"]), methods=["POST", "OPTIONS"]),
         Route("/revoke", _public(revoke, ["POST"]), methods=["POST", "OPTIONS"]),
-        Route("/consent", consent_get, methods=["GET"]),
-        Route("/consent", consent_post, methods=["POST"]),
     ]
     return found

@@ -25,7 +25,7 @@ import pytest
 
 from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
-from gateway.cluster.mover import NodeCalls
+from gateway.cluster.move.driver import NodeCalls
 from gateway.control.clock import epoch
 from gateway.control.store import ControlPlane
 from gateway.errors import MoveFailed

@@ -9,10 +9,10 @@ import json
 import httpx
 import pytest
 
+from gateway import headers as hdr
 from gateway.cluster.placement import Unavailable
 from gateway.cluster.remote import caller_of, page_refusal, refusal_of
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
 from gateway.errors import (
     EngineCrashLoop,
     NodeUnavailable,

@@ -48,13 +48,13 @@ def test_the_fence_serves_only_within_a_renewed_lease_and_after_the_predecessors
     refused = fence.refusal(999.0)
     assert refused is not None and refused[1] == pytest.approx(1.0)
     assert fence.refusal(1_001.0) is not None  # never renewed yet
-    fence.renewed(began=100.0)
+    fence.record_renewal(began=100.0)
     assert fence.refusal(1_001.0) is None
     now[0] = 109.9
     assert fence.refusal(1_001.0) is None
     now[0] = 110.0  # the lease of its last renewal has run out
     assert fence.refusal(1_001.0) is not None
-    fence.renewed(began=110.0)
+    fence.record_renewal(began=110.0)
     assert fence.refusal(1_001.0) is None
     fence.name_taken = True
     assert fence.refusal(1_001.0) is not None

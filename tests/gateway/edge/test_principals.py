@@ -13,12 +13,13 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from gateway import layout
 from gateway.app import create_app
 from gateway.control.oauth import ConsentChoice, TokenLifetimes
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge.principals import ForgetAfterChanges, PrincipalCache, Receive, Scope, Send
+from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.errors import ControlPlaneUnavailable
 from tests.gateway.conftest import make_settings
 from tests.gateway.inproc import serving

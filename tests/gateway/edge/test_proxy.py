@@ -14,12 +14,12 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from gateway import headers as hdr
 from gateway.control.store import ControlPlane
-from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.errors import EngineStartFailed
 from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
 from tests.gateway.mocks import Chunks, MockEngines
 
 

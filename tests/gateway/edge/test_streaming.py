@@ -11,11 +11,11 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway import headers as hdr
 from gateway.control.store import ControlPlane, Principal
-from gateway.edge import headers as hdr
 from gateway.edge.proxy import McpProxy
-from gateway.edge.ratelimit import RateLimiter
 from gateway.metrics import Metrics
+from gateway.ratelimit import RateLimiter
 from tests.gateway.inproc import serving
 from tests.gateway.mocks import Handler, MockEngines
 

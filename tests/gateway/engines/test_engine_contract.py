@@ -18,9 +18,9 @@ from engine.server import import_limits, parse_args, parse_assignment
 from engine.surface.connection import HEADER_CONNECTION, HEADER_READ_ONLY, HEADER_SCOPE, identity_of
 from engine.transfer.limits import Limits
 from gateway.control.store import Principal
-from gateway.edge.headers import identity
 from gateway.engines.spare import assignment_line
 from gateway.engines.supervisor import engine_argv, spare_argv
+from gateway.headers import identity
 from tests.gateway.conftest import ENGINE
 from tests.gateway.engines.test_supervisor import _until, healthz, make_config, supervising
 

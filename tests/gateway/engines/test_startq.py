@@ -39,10 +39,10 @@ def test_the_start_time_is_the_mean_of_the_recent_measured_starts() -> None:
     queue = StartQueue(2, prior=5.0)
     assert queue.start_seconds == 5.0  # nothing measured yet
     for s in (2.0, 4.0):
-        queue.measured(s)
+        queue.record_start(s)
     assert queue.start_seconds == 3.0
     for _ in range(startq.MEASURED_STARTS):
-        queue.measured(1.0)
+        queue.record_start(1.0)
     assert queue.start_seconds == 1.0  # only the recent ones count
 
 

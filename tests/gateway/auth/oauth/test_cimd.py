@@ -20,7 +20,7 @@ from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.oauth.provider import Provider
 from gateway.control.oauth import TokenLifetimes
 from gateway.control.store import ControlPlane
-from gateway.edge.headers import OriginPolicy
+from gateway.headers import OriginPolicy
 from tests.gateway.inproc import serving
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from gateway.app import create_app
-from gateway.auth.oauth.refusal import explained
 from gateway.control.oauth import ConsentChoice
 from gateway.control.store import ControlPlane
 from tests.gateway.conftest import make_settings
@@ -328,12 +327,3 @@ async def test_a_refused_authorize_is_a_page_for_a_browser_and_json_for_a_progra
         headers=browser,
     )  # no PKCE: the client hears about it at its redirect URI, as the spec says
     assert redirected.status_code == 302 and "error=" in redirected.headers["location"]
-
-
-def test_a_refusal_page_explains_the_error_in_words() -> None:
-    page = explained("invalid_request", "redirect_uri 'x' is not one this client registered")
-    assert page.title == "This sign-in link is not valid"
-    assert page.message.startswith(
-        "redirect_uri 'x' is not one this client registered. Nothing was connected."
-    )
-    assert explained("something_new", "").message.startswith("Nothing was connected.")

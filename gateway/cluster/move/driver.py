@@ -1,5 +1,5 @@
 """``almanac workspace move WS --to NODE`` (``run:scale-out``): the steps, in order, each one a signed
-call to a node's :mod:`gateway.cluster.moves` endpoints over HTTP (the nodes may be on different
+call to a node's :mod:`gateway.cluster.move.endpoints` endpoints over HTTP (the nodes may be on different
 hosts) or one row change in the control plane:
 
 1. mark the placement as moving, its source still serving it;

@@ -1,4 +1,7 @@
-"""Per-connection rate limit (``gw:route``): a token bucket, pure, plus a tiny in-memory holder."""
+"""Rate limits (``gw:route``): a token bucket, pure, plus a tiny in-memory holder of buckets by key.
+
+The proxy keys it by connection; :mod:`gateway.auth.limits` by client address.
+"""
 
 from __future__ import annotations
 

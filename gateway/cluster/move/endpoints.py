@@ -1,5 +1,5 @@
 """A node's side of moving a workspace to another node (``run:scale-out``); the steps are driven by
-``almanac workspace move`` (:mod:`gateway.cluster.mover`). Every endpoint here answers only the
+``almanac workspace move`` (:mod:`gateway.cluster.move.driver`). Every endpoint here answers only the
 cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
 otherwise), under ``/internal/v1/workspaces/{workspace_id}/``:
 
@@ -49,12 +49,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from gateway import logs
+from gateway.asgi import off_loop
 from gateway.cluster import manifest, pulls, signing
 from gateway.cluster.forward import ClusterLink, refusal
 from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
 from gateway.cluster.placement import Node, Placement
 from gateway.control.usage import measure
-from gateway.edge.principals import off_loop
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
 from gateway.errors import (

@@ -1,10 +1,10 @@
-"""A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac workspace
-restore``, :mod:`gateway.cluster.restorer`). Like the move endpoints (:mod:`gateway.cluster.moves`,
-whose folder, staging folder and per-workspace lock these share), every endpoint answers only the
-cluster's own calls, signed with ``cluster_secret`` for this node and this workspace (401
-otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``, and only while the control
-plane says a restore of that workspace to this node is under way (the workspace is placed on a node
-declared lost and marked as moving here; 403 otherwise):
+"""A node's side of restoring a lost workspace from a backup (``run:scale-out``; driven by ``almanac
+workspace restore``, :mod:`gateway.cluster.restore.driver`). Like the move endpoints
+(:mod:`gateway.cluster.move.endpoints`, whose folder, staging folder and per-workspace lock these
+share), every endpoint answers only the cluster's own calls, signed with ``cluster_secret`` for this
+node and this workspace (401 otherwise), under ``/internal/v1/workspaces/{workspace_id}/restore/``,
+and only while the control plane says a restore of that workspace to this node is under way (the
+workspace is placed on a node declared lost and marked as moving here; 403 otherwise):
 
 ``POST …/restore/begin``      an empty staging folder (refused if this node already has a folder
                               for the workspace);
@@ -37,10 +37,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway import logs
+from gateway.asgi import off_loop
 from gateway.cluster import manifest, signing
 from gateway.cluster.backups import CHUNK
-from gateway.cluster.moves import PREFIX, MoveEndpoints, settle
-from gateway.edge.principals import off_loop
+from gateway.cluster.move.endpoints import PREFIX, MoveEndpoints, settle
 from gateway.errors import AlreadyExists, BadRequest, Forbidden
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from mcp.server.auth.provider import construct_redirect_uri
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
 
 from gateway.auth import tokens
 from gateway.auth.csrf import check_csrf
@@ -162,3 +163,15 @@ async def consent_submit(server: OAuthServer, request: Request) -> Response:
         remote=remote_of(request),
     )
     return _answer(server, request, pending, code=code)
+
+
+def routes(server: OAuthServer) -> list[Route]:
+    """``/consent``: the page (GET) and the owner's answer (POST)."""
+
+    async def page(request: Request) -> Response:
+        return await consent_page(server, request)
+
+    async def submit(request: Request) -> Response:
+        return await consent_submit(server, request)
+
+    return [Route("/consent", page, methods=["GET"]), Route("/consent", submit, methods=["POST"])]

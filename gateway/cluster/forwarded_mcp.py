@@ -16,11 +16,13 @@ restore commands, call each other at their advertise URLs.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from gateway.cluster.forward import ClusterLink
-from gateway.edge.proxy import METHODS, ClientGone, McpProxy, Message, Receive, Scope, Send, send_error
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.asgi import ClientGone, send_error
+from gateway.cluster.forward import METHODS, ClusterLink, Relay
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -36,7 +38,7 @@ def _netloc(host: str, scheme: str) -> str:
 class AdvertisedOnly:
     """An internal endpoint answered only when called at ``advertise_url``'s host and port."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], advertise_url: str) -> None:
+    def __init__(self, app: ASGIApp, advertise_url: str) -> None:
         parts = urlsplit(advertise_url)
         self.app, self.scheme = app, parts.scheme
         self.netloc = _netloc(parts.netloc, parts.scheme)
@@ -57,7 +59,7 @@ class AdvertisedOnly:
 
 
 class InternalMcp:
-    def __init__(self, proxy: McpProxy, link: ClusterLink, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, proxy: Relay, link: ClusterLink, *, clock: Callable[[], float] = time.time) -> None:
         self.proxy, self.link, self.clock = proxy, link, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

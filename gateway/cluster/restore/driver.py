@@ -4,13 +4,13 @@ copy of its folder from a volume snapshot or an object-storage sync (deploy/SCAL
 — or from the owner's export zip (:mod:`gateway.cluster.backups` checks either before anything is
 sent).
 
-The steps mirror a move (:mod:`gateway.cluster.mover`), with the backup in place of the lost source:
+The steps mirror a move (:mod:`gateway.cluster.move.driver`), with the backup in place of the lost source:
 
 1. the placement is marked as moving from the lost node to the target (a move record, with the
    drain's deadline, so every node answers ``workspace_restoring`` meanwhile and two restores never
    run at once);
 2. the target gets an empty staging folder, then every file of the backup, streamed in bounded
-   chunks, hashed as it goes, its declared SHA-256 signed (:mod:`gateway.cluster.restores`);
+   chunks, hashed as it goes, its declared SHA-256 signed (:mod:`gateway.cluster.restore.endpoints`);
 3. the target checks that its staging folder holds exactly the backup's manifest (size and SHA-256
    of every file), moves it into place and lists what it now has; the command compares that list
    with the backup's, file by file, or the restore is called off (the workspace stays lost, the
@@ -37,7 +37,7 @@ from typing import Protocol
 
 from gateway.cluster import backups, manifest
 from gateway.cluster.journal import MoveRecord
-from gateway.cluster.mover import (
+from gateway.cluster.move.driver import (
     MoveConfig,
     MovePlane,
     MoveReport,

@@ -8,11 +8,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
-from gateway.control.store import Principal
-
 RawHeaders = list[tuple[bytes, bytes]]
+
+
+class Caller(Protocol):
+    """Who is calling, as the identity headers say it: what this module needs of a
+    :class:`~gateway.control.store.Principal` (a leaf module imports no layer above it)."""
+
+    @property
+    def connection_id(self) -> str: ...
+
+    @property
+    def connection_name(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def scope(self) -> str | None: ...
+
+    @property
+    def reads_unscoped(self) -> bool: ...
+
 
 REQUEST_ALLOW = frozenset(
     {
@@ -47,7 +67,7 @@ def get(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-def identity(principal: Principal) -> RawHeaders:
+def identity(principal: Caller) -> RawHeaders:
     """The internal headers that tell the engine who is calling."""
     found = [
         (b"x-almanac-connection", quote(principal.connection_name, safe="").encode("ascii")),
@@ -60,7 +80,7 @@ def identity(principal: Principal) -> RawHeaders:
     return found
 
 
-def upstream_request(headers: Iterable[tuple[bytes, bytes]], principal: Principal) -> RawHeaders:
+def upstream_request(headers: Iterable[tuple[bytes, bytes]], principal: Caller) -> RawHeaders:
     kept = [
         (key.lower(), value)
         for key, value in headers

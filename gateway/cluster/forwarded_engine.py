@@ -25,14 +25,15 @@ from typing import Any
 
 import anyio
 import httpx
+from starlette.types import Message, Receive, Scope, Send
 
+from gateway import headers as hdr
 from gateway import logs
+from gateway.asgi import ClientGone, read_all
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, REFUSED_BY_NODE
 from gateway.cluster.rest import relayed_headers
 from gateway.control.store import Principal
-from gateway.edge import headers as hdr
-from gateway.edge.proxy import ClientGone, Message, Receive, Scope, Send, read_all
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
 from gateway.errors import (
