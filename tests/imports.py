@@ -3,8 +3,7 @@
 Every import counts: at module level, inside a function and under ``if TYPE_CHECKING:``. An import
 names a module of the package (``from gateway import logs`` is ``gateway.logs``; ``from
 gateway.errors import ConfigError`` is ``gateway.errors``); imports of anything outside the package
-are left out. Used by ``tests/gateway/test_imports.py``; point :func:`graph` at another package to
-check it the same way.
+are left out. Used by the ``test_imports.py`` of ``tests/gateway``, ``tests/engine`` and ``tests/almanac``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The client-side library stays free of server code: a host installs it without the service."""
+"""The client-side library stays free of server code (a host installs it without the service), and
+its modules import each other in no cycle (`tests/imports.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 import almanac
+from tests.imports import cycles, graph, grouped
 
 ALLOWED = {"almanac", "anyio", "httpx", "httpx2", "mcp"} | set(sys.stdlib_module_names)
 
@@ -26,3 +28,10 @@ def test_almanac_imports_only_the_mcp_client_and_http() -> None:
                     found[name] = str(path.relative_to(root))
     assert found == {}
     assert len(list(root.rglob("*.py"))) >= 7  # the walk saw the package
+
+
+def test_no_almanac_module_or_sub_package_is_in_an_import_cycle() -> None:
+    edges = graph(Path(almanac.__file__).parent)
+    assert edges  # the host modules import each other: the graph saw them
+    assert cycles((e.importer, e.imported) for e in edges) == []
+    assert cycles(grouped(edges, lambda module: ".".join(module.split(".")[:3]))) == []
