@@ -46,8 +46,8 @@ from gateway.cluster.rest import InternalRest, RestForwarding
 from gateway.cluster.restore.endpoints import RestoreEndpoints
 from gateway.cluster.router import Router, RouterConfig
 from gateway.control.clock import iso
-from gateway.control.oauth import TokenLifetimes
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal, TokenLifetimes
+from gateway.control.store import ControlPlane
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.edge.proxy import McpProxy
 from gateway.engines import policy, procs, startq

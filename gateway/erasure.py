@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway import layout, logs
-from gateway.control.store import ControlPlane, Workspace
+from gateway.control.records import Workspace
+from gateway.control.store import ControlPlane
 
 #: The engine's lock file in a workspace folder (held with ``flock`` while an engine serves it).
 ENGINE_LOCK = ".almanac.lock"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from gateway.cluster.placement import node_name_problem
+from gateway.control.nodes import node_name_problem
 from gateway.errors import ConfigError
 
 ENV_PREFIX = "ALMANAC_"

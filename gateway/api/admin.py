@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import httpx
 
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.engines import admin as engine_admin
 from gateway.engines.calls import ToolRefusal
 

@@ -22,7 +22,8 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.api.contract import Endpoint, error_responses, unknown_fields
 from gateway.api.guard import guarded
-from gateway.control.store import Connection, ControlPlane, Principal
+from gateway.control.records import Connection, Principal
+from gateway.control.store import ControlPlane
 from gateway.edge.proxy import Engines
 from gateway.engines import admin
 from gateway.engines.calls import ToolRefusal

@@ -25,7 +25,8 @@ from gateway.api.contract import Endpoint, path_route, query_parameters, unknown
 from gateway.api.guard import guarded
 from gateway.asgi import off_loop
 from gateway.cluster.forward import FORWARDED_PRINCIPAL
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from gateway.edge.proxy import Engines
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import HostNotAllowed, PayloadTooLarge, RateLimited

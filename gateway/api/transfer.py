@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from gateway.api.contract import Endpoint, error_responses
 from gateway.api.guard import guarded
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.edge.proxy import Engines
 from gateway.engines.admin import import_zip, open_export
 from gateway.engines.calls import ToolRefusal

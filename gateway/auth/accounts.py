@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from gateway.control.accounts import account_key
+
 SignupMode = Literal["open", "invite", "closed"]
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -44,10 +46,6 @@ class AccountPolicy:
     public_url: str | None = None
     oidc_enabled: bool = False
     oidc_name: str = "single sign-on"
-
-
-def account_key(email: str) -> str:
-    return "account:" + email.strip().lower()
 
 
 def address_key(remote: str | None) -> str:

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 
 from gateway.auth.accounts import AccountPolicy, cookie_name, safe_next
 from gateway.auth.limits import AddressLimits
-from gateway.control.accounts import Session
+from gateway.control.records import Session
 from gateway.control.store import ControlPlane
 
 __all__ = [

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from gateway.cli.common import config_option, control_plane, data_dir_option, reports_errors
-from gateway.control.store import DEFAULT_WORKSPACE, Connection
+from gateway.control.records import Connection
+from gateway.control.store import DEFAULT_WORKSPACE
 from gateway.errors import BadRequest
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.cluster.journal import MoveRecord, nodes_keeping_copies
+from gateway.cluster.journal import nodes_keeping_copies
 from gateway.cluster.move.driver import NodeCalls
-from gateway.cluster.placement import Node, Placement
 from gateway.control.plane import Audits
+from gateway.control.records import MoveRecord, Node, Placement
 from gateway.errors import MoveFailed
 
 

@@ -24,7 +24,7 @@ from gateway.cluster import signing
 from gateway.cluster.placement import Forward
 from gateway.cluster.replay import ReplayCache
 from gateway.cluster.router import Router
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.errors import ClusterSignatureInvalid, ClusterSignatureReplayed, GatewayError, NodeUnavailable
 
 #: The owner node's endpoint for forwarded MCP calls.

@@ -33,7 +33,7 @@ from gateway.asgi import ClientGone, read_all
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX, REFUSED_BY_NODE
 from gateway.cluster.rest import relayed_headers
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
 from gateway.errors import (

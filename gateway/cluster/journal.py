@@ -1,5 +1,6 @@
 """The record of moves (``run:scale-out``): how far each move of a workspace got, and what that
-leaves to do. Pure functions over frozen records; the SQL is :mod:`gateway.control.moves`.
+leaves to do. Pure functions over frozen records (:class:`~gateway.control.records.MoveRecord`); the SQL is
+:mod:`gateway.control.moves`.
 
 A move goes ``draining`` (begun: its files are copied while the source serves it, then a final sync
 refuses it everywhere while the source releases it and the target catches up) →
@@ -18,29 +19,13 @@ What a node's folder is follows from the newest move that names that node.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from gateway.cluster.placement import Placement
+from gateway.control.records import MoveRecord, Placement, State
 
-State = Literal["draining", "copied", "flipped", "served", "cleaned", "called_off", "discarded"]
 #: Under way: the workspace is refused everywhere while the move holds one of these.
 UNDER_WAY: tuple[State, ...] = ("draining", "copied")
 #: Switched to the target, the old copy still on the source.
 OLD_COPY_KEPT: tuple[State, ...] = ("flipped", "served")
-
-
-@dataclass(frozen=True)
-class MoveRecord:
-    id: str
-    workspace_id: str
-    source: str
-    target: str
-    state: State
-    began_at: float  # epoch seconds
-    updated_at: float
-    note: str = ""  # why it was called off, or what failed after the flip
-    sync_began_at: float | None = None  # its final sync began refusing the workspace (epoch seconds)
-    sync_ended_at: float | None = None  # it switched the workspace to its target: the refusal ended
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Where a workspace is served, decided from the control plane's ``nodes`` and ``placements`` rows
-(``run:scale-out``). Pure functions over frozen records; the SQL that reads and
-writes those rows is :mod:`gateway.control.nodes`.
+(``run:scale-out``). Pure functions over frozen records, and :func:`place`, which applies
+:func:`choose_node` to the control plane; the SQL that reads and writes those rows is
+:mod:`gateway.control.nodes`.
 
 A *node* is one ``almanac serve`` with its own data directory. It is *live* while its heartbeat is
 younger than the heartbeat timeout and it is not draining. A workspace is *placed* on exactly one
@@ -23,41 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
-
-class PlacementError(Exception):
-    """No node can take a new workspace (the message says why)."""
-
-
-def node_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a node (1–63 of a-z, 0-9 and '-', like a host name), or None."""
-    ok = 0 < len(name) <= 63 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in name)
-    if not ok or name.startswith("-") or name.endswith("-"):
-        return f"a node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}"
-    return None
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    advertise_url: str
-    heartbeat_at: float  # epoch seconds
-    draining: bool
-    workspaces: int  # how many workspaces are placed on it
-    lost: bool = False  # declared lost by an operator (its disk is gone): it serves nothing
-    misplaced: bool = False  # running on a volume that is not its own (empty, swapped): it serves nothing
-
-
-@dataclass(frozen=True)
-class Placement:
-    workspace_id: str
-    node: str
-    lease_expires_at: float  # epoch seconds
-    moving_to: str | None = None  # a move to that node is under way (refused during its final sync)
-    move_id: str | None = None  # that move's record (gateway.cluster.journal)
-    move_deadline: float | None = None  # the move is called off if its command has not advanced it by then
-    move_copying: bool = False  # the move copies while its source still serves (before its final sync)
-    move_sync_ends: float | None = None  # when the move's final sync should end (epoch seconds)
+from gateway.control.nodes import PlacementError
+from gateway.control.records import Node, Placement
 
 
 @dataclass(frozen=True)
@@ -122,6 +92,24 @@ def choose_node(nodes: Iterable[Node], *, now: float, heartbeat_timeout: float) 
     if not candidates:
         raise PlacementError("no live node takes new workspaces; start a node or end a drain")
     return min(candidates, key=lambda n: (n.workspaces, n.name))
+
+
+class _Placing(Protocol):
+    def nodes(self) -> list[Node]: ...
+    def placement(self, workspace_id: str) -> Placement | None: ...
+    def place(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
+
+
+def place(
+    store: _Placing, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
+) -> Placement:
+    """Where ``workspace_id`` lives, placing it on the node :func:`choose_node` picks if it is nowhere
+    yet. Raises :class:`~gateway.control.nodes.PlacementError` when no node can take it."""
+    existing = store.placement(workspace_id)
+    if existing is not None:
+        return existing
+    chosen = choose_node(store.nodes(), now=now, heartbeat_timeout=heartbeat_timeout)
+    return store.place(workspace_id, chosen.name, now=now, lease=lease)
 
 
 def route(

@@ -33,8 +33,8 @@ import httpx
 
 from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
-from gateway.cluster.placement import Forward, Local, Node, Placement, Unavailable
-from gateway.control.store import Principal
+from gateway.cluster.placement import Forward, Local, Unavailable
+from gateway.control.records import Node, Placement, Principal
 from gateway.engines.supervisor import Lease, Supervisor, SupervisorConfig
 from gateway.errors import (
     ControlPlaneUnavailable,

@@ -29,7 +29,7 @@ from gateway.cluster.forward import (
 )
 from gateway.cluster.placement import Forward, Local, Unavailable
 from gateway.cluster.router import unavailable
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.errors import (
     GatewayError,
     NotFound,

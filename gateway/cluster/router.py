@@ -27,17 +27,9 @@ from typing import Protocol
 
 from gateway.asgi import off_loop
 from gateway.cluster.fencing import Fence
-from gateway.cluster.placement import (
-    Forward,
-    Local,
-    Node,
-    Placement,
-    PlacementError,
-    Route,
-    Unavailable,
-    moving_retry_after,
-    route,
-)
+from gateway.cluster.placement import Forward, Local, Route, Unavailable, moving_retry_after, place, route
+from gateway.control.nodes import PlacementError
+from gateway.control.records import Node, Placement
 from gateway.errors import (
     ControlPlaneUnavailable,
     NodeUnavailable,
@@ -61,9 +53,7 @@ class _Placements(Protocol):
 
     def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
 
-    def place(
-        self, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
-    ) -> Placement: ...
+    def place(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +110,8 @@ class Router:
             # it is served where its files are, never opened empty on the least-loaded node
             placement = self.store.place_on(workspace_id, self.config.here, now=now, lease=self.config.lease)
         if placement is None:
-            placement = self.store.place(
+            placement = place(
+                self.store,
                 workspace_id,
                 now=now,
                 heartbeat_timeout=self.config.heartbeat_timeout,

@@ -3,7 +3,7 @@
 :mod:`gateway.cluster.forwarded_mcp`.
 
 The edge node has already authenticated the client and applied its rules; the client's token never
-leaves it. What travels is the resolved :class:`~gateway.control.store.Principal`, encoded in a
+leaves it. What travels is the resolved :class:`~gateway.control.records.Principal`, encoded in a
 header, and an HMAC-SHA256 (key: the shared ``cluster_secret``) over everything that matters::
 
     v2 \\n METHOD \\n PATH \\n TIMESTAMP \\n NONCE \\n WORKSPACE \\n TARGET \\n PRINCIPAL \\n SHA-256(BODY)
@@ -28,7 +28,7 @@ import secrets
 from dataclasses import asdict, dataclass
 
 from gateway.cluster.replay import ReplayCache, Replayed
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 
 PRINCIPAL_HEADER = b"x-almanac-cluster-principal"
 SIGNATURE_HEADER = b"x-almanac-cluster-signature"

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.cluster.move.driver import NodeCalls
-from gateway.cluster.placement import Node, is_live
+from gateway.cluster.placement import is_live
+from gateway.control.records import Node
 from gateway.errors import GatewayError, NodeUnavailable
 
 

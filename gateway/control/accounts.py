@@ -7,27 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from gateway.control.clock import utc_in, utcnow
 from gateway.control.plane import AuditedPlane
+from gateway.control.records import Owner, Session, Workspace
 from gateway.errors import InviteInvalid, OwnerNotFound
-
-if TYPE_CHECKING:
-    from gateway.control.store import Owner, Workspace
-
-
-@dataclass(frozen=True)
-class Session:
-    """One signed-in browser. ``csrf`` is its synchroniser token (never shown outside forms)."""
-
-    session_id: str
-    owner_id: str
-    email: str
-    csrf: str
-    created_at: str
-    expires_at: str
 
 
 class _Plane(AuditedPlane, Protocol):
@@ -41,6 +26,11 @@ class _Plane(AuditedPlane, Protocol):
 def hash_secret(secret: str) -> str:
     """How a one-time secret (a session, an invite, a reset link) is stored: its SHA-256, in hex."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def account_key(email: str) -> str:
+    """The throttling key (``login_failures.key``) of failed sign-ins to one account."""
+    return "account:" + email.strip().lower()
 
 
 _SESSION_SELECT = """

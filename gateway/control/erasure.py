@@ -18,15 +18,13 @@ deleting their workspace folders):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from gateway.auth.accounts import account_key
+from gateway.control.accounts import account_key
 from gateway.control.clock import utcnow
 from gateway.control.plane import AuditedPlane
+from gateway.control.records import Workspace
 from gateway.errors import MoveUnderWay, OwnerNotFound
-
-if TYPE_CHECKING:
-    from gateway.control.store import Workspace
 
 
 class _Plane(AuditedPlane, Protocol):

@@ -16,32 +16,11 @@ called from :meth:`gateway.cluster.moves.MoveEndpoints.tend`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gateway.cluster.journal import MoveRecord
 from gateway.control.clock import epoch, iso
 from gateway.control.moves import MoveQueries
 from gateway.control.plane import AuditedPlane
+from gateway.control.records import LostNode, LostWorkspace
 from gateway.errors import BadRequest
-
-
-@dataclass(frozen=True)
-class LostNode:
-    name: str
-    workspaces: int  # placed on it: each is lost until restored
-    called_off: tuple[MoveRecord, ...]  # moves under way from or to it, called off
-    already: bool  # it was declared lost before: nothing changed
-
-
-@dataclass(frozen=True)
-class LostWorkspace:
-    """A workspace every node refuses as lost (``almanac node lost`` lists them)."""
-
-    node: str
-    workspace_id: str
-    owner_email: str
-    workspace: str  # its name
-    why: str  # "declared lost" or "volume not its own"
 
 
 class LostQueries:

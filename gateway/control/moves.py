@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import secrets
 
-from gateway.cluster.journal import MoveRecord, State
 from gateway.control.clock import epoch, iso
 from gateway.control.plane import AuditedPlane
+from gateway.control.records import MoveRecord, State
 from gateway.errors import BadRequest, MoveCalledOff
 
 _MOVES = (

@@ -1,6 +1,7 @@
 """The control plane's nodes and placements (``run:scale-out``): the only SQL about them. Mixed
-into :class:`~gateway.control.store.ControlPlane`; the decisions are pure functions in
-:mod:`gateway.cluster.placement`.
+into :class:`~gateway.control.store.ControlPlane`. The decisions (which node takes a new
+workspace, where a call goes) are pure functions in :mod:`gateway.cluster.placement`, which passes
+the node it chose to :meth:`NodeQueries.place`.
 
 Every method takes ``now`` (epoch seconds) from the caller, like the OAuth queries. Placing a
 workspace is race-free across gateways: the row is inserted with ``ON CONFLICT DO NOTHING`` and read
@@ -9,13 +10,24 @@ back, so whoever inserted first decides, and everyone then sees the same node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.cluster.placement import Node, Placement, PlacementError, choose_node, node_name_problem
 from gateway.control.clock import epoch, iso
 from gateway.control.db import Database
+from gateway.control.records import Joined, Node, NodeVolume, Placement
 from gateway.errors import BadRequest
+
+
+class PlacementError(Exception):
+    """No node can take a new workspace (the message says why)."""
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a node (1–63 of a-z, 0-9 and '-', like a host name), or None."""
+    ok = 0 < len(name) <= 63 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in name)
+    if not ok or name.startswith("-") or name.endswith("-"):
+        return f"a node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}"
+    return None
 
 
 class _Plane(Protocol):
@@ -46,23 +58,6 @@ def _node(row: tuple[object, ...]) -> Node:
 class NameTaken(Exception):
     """Another process started under this node's name since this one did (its fencing token is
     stale): this process must renew nothing and serve nothing."""
-
-
-@dataclass(frozen=True)
-class Joined:
-    """A process's start under a node's name (:meth:`NodeQueries.join_node`)."""
-
-    node: Node
-    generation: int  # this process's fencing token
-    previous_lease: float  # the latest lease a previous process held (epoch seconds; 0 if none)
-
-
-@dataclass(frozen=True)
-class NodeVolume:
-    """What the control plane knows of a node's volume before it starts."""
-
-    recorded: str | None  # the identity recorded at its first start (None: none yet, or a new node)
-    placed: int  # workspaces placed on it
 
 
 def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
@@ -213,19 +208,14 @@ class NodeQueries:
             )
         return placed
 
-    def place(
-        self: _Plane, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
-    ) -> Placement:
-        """Where ``workspace_id`` lives, placing it on the least-loaded live node if it is nowhere
-        yet. Raises :class:`~gateway.cluster.placement.PlacementError` when no node can take it."""
-        existing = NodeQueries.placement(self, workspace_id)
-        if existing is not None:
-            return existing
-        chosen = choose_node(NodeQueries.nodes(self), now=now, heartbeat_timeout=heartbeat_timeout)
+    def place(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
+        """Where ``workspace_id`` lives: placed on ``node`` (chosen by
+        :func:`gateway.cluster.placement.place`) unless it is placed already — whoever inserted first
+        decides, and everyone then reads the same node."""
         self._db.execute(
             "INSERT INTO placements (workspace_id, node, lease_expires_at, placed_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (workspace_id) DO NOTHING",
-            (workspace_id, chosen.name, iso(now + lease), iso(now)),
+            (workspace_id, node, iso(now + lease), iso(now)),
         )
         placed = NodeQueries.placement(self, workspace_id)
         assert placed is not None

@@ -10,81 +10,22 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gateway.auth import tokens
+from gateway.control import tokens
 from gateway.control.clock import epoch, iso
 from gateway.control.db import Database
+from gateway.control.records import (
+    AccessRecord,
+    ClientRecord,
+    CodeRecord,
+    Connection,
+    ConsentChoice,
+    IssuedTokens,
+    RefreshRecord,
+    TokenLifetimes,
+)
 from gateway.errors import InvalidGrant
-
-if TYPE_CHECKING:
-    from gateway.control.store import Connection
-
-
-@dataclass(frozen=True)
-class ClientRecord:
-    client_id: str
-    kind: str
-    metadata: dict[str, Any]
-    expires_at: float | None
-
-
-@dataclass(frozen=True)
-class ConsentChoice:
-    """What the owner chose on the consent page, carried by the authorization code."""
-
-    owner_id: str
-    workspace_id: str
-    name: str
-    read_only: bool
-    scope: str | None
-    reads_unscoped: bool = False  # pinned: it also reads unscoped memories
-
-
-@dataclass(frozen=True)
-class CodeRecord:
-    client_id: str
-    choice: ConsentChoice
-    redirect_uri: str
-    redirect_explicit: bool
-    code_challenge: str
-    resource: str
-    scopes: tuple[str, ...]
-    expires_at: float
-    used: bool
-
-
-@dataclass(frozen=True)
-class RefreshRecord:
-    connection_id: str
-    client_id: str
-    resource: str
-    expires_at: float | None
-    rotated: bool
-    live: bool
-
-
-@dataclass(frozen=True)
-class AccessRecord:
-    connection_id: str
-    client_id: str
-    resource: str
-    expires_at: float
-
-
-@dataclass(frozen=True)
-class TokenLifetimes:
-    access: float
-    refresh: float
-
-
-@dataclass(frozen=True)
-class IssuedTokens:
-    access_token: str
-    refresh_token: str
-    expires_in: int
-    connection_id: str
 
 
 class OAuthQueries:

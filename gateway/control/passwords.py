@@ -11,11 +11,11 @@ session the owner had (whoever signed in with the old password is signed out).
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
 from gateway.control.accounts import hash_secret
 from gateway.control.clock import utc_in, utcnow
 from gateway.control.plane import AuditedPlane
+from gateway.control.records import ResetLink
 from gateway.errors import OwnerNotFound, ResetLinkInvalid
 
 #: Refusal of a link that is unknown, spent or expired (the page says no more than this).
@@ -23,15 +23,6 @@ LINK_INVALID = (
     "this password-reset link is not valid: it was used already, it expired, or it was mistyped; "
     "ask the operator for a new one (`almanac owner reset-link EMAIL`)"
 )
-
-
-@dataclass(frozen=True)
-class ResetLink:
-    """A live reset link, looked up by its secret."""
-
-    owner_id: str
-    email: str
-    expires_at: str
 
 
 class PasswordQueries:

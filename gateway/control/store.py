@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import apsw
 
-from gateway.auth import tokens
+from gateway.control import tokens
 from gateway.control.accounts import AccountQueries
 from gateway.control.clock import utcnow
 from gateway.control.db import (
@@ -32,84 +30,19 @@ from gateway.control.moves import MoveQueries
 from gateway.control.nodes import NodeQueries
 from gateway.control.oauth import OAuthQueries
 from gateway.control.passwords import PasswordQueries
+from gateway.control.records import (
+    AuditEvent,
+    Connection,
+    Owner,
+    Principal,
+    Revocation,
+    RevokedVia,
+    Workspace,
+)
 from gateway.control.to_postgres import refuse_if_moved
 from gateway.errors import AlreadyExists, DataDirError, OwnerNotFound, TokenNotFound, WorkspaceNotFound
 
 DEFAULT_WORKSPACE = "default"
-
-__all__ = ["DEFAULT_WORKSPACE", "AuditEvent", "Connection", "ControlPlane", "Owner", "Principal", "utcnow"]
-
-
-@dataclass(frozen=True)
-class Owner:
-    id: str
-    email: str
-    created_at: str
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: str
-    owner_id: str
-    name: str
-    created_at: str
-
-
-@dataclass(frozen=True)
-class Connection:
-    id: str
-    owner_id: str
-    workspace_id: str
-    workspace_name: str
-    name: str
-    kind: str
-    read_only: bool
-    scope: str | None
-    created_at: str
-    last_used_at: str | None
-    revoked_at: str | None
-    token_prefix: str | None
-    client_id: str | None = None  # an OAuth connection's client
-    client_name: str | None = None  # that client's own name (its metadata's client_name), if it gave one
-    reads_unscoped: bool = False  # pinned (scope set): it also reads unscoped memories
-
-
-RevokedVia = Literal["page", "cli", "api"]
-
-
-@dataclass(frozen=True)
-class Revocation:
-    """Why a connection was revoked, as its audit event records it."""
-
-    kind: str  # "token.revoke" (by the owner, or by the OAuth client) | "oauth.refresh_reuse"
-    via: str | None  # "page" | "cli" | "api" when the owner revoked it; None otherwise
-    reason: str | None  # the owner's words, or the gateway's ("revoked by the client", …)
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a bearer token speaks for: the routing key and the identity sent to the engine."""
-
-    owner_id: str
-    workspace_id: str
-    connection_id: str
-    connection_name: str
-    read_only: bool
-    scope: str | None
-    resource: str | None = None  # an OAuth grant's RFC 8707 resource; None for a PAT
-    reads_unscoped: bool = False  # pinned (scope set): it also reads unscoped memories
-
-
-@dataclass(frozen=True)
-class AuditEvent:
-    id: int
-    at: str
-    kind: str
-    owner_id: str | None
-    workspace_id: str | None
-    connection_id: str | None
-    remote: str | None
-    detail: dict[str, object]
 
 
 _CONNECTION_SELECT = """

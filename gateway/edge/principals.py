@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.asgi import off_loop
-from gateway.auth import tokens
-from gateway.control.store import Principal
+from gateway.control import tokens
+from gateway.control.records import Principal
 from gateway.errors import ControlPlaneUnavailable
 
 #: How long a looked-up principal is reused (seconds). Revocation is honoured within this.

@@ -38,7 +38,8 @@ from gateway.cluster.forward import (
 from gateway.cluster.placement import Forward, Unavailable
 from gateway.cluster.router import unavailable
 from gateway.control.clock import iso
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from gateway.edge.principals import PrincipalCache
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport

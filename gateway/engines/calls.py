@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from gateway import headers as hdr
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.errors import EngineUnreachable
 
 PROTOCOL = "2026-07-28"

@@ -28,7 +28,8 @@ from gateway.auth.sessions import (
     remote_of,
     set_session_cookie,
 )
-from gateway.auth.tokens import validate_email
+from gateway.control.accounts import account_key
+from gateway.control.tokens import validate_email
 from gateway.errors import (
     AlreadyExists,
     BadRequest,
@@ -163,7 +164,7 @@ async def login(request: Request) -> Response:
     remote = remote_of(request)
     if refused := ctx.limits.check("signin", remote):
         return _too_fast(request, refused, email=email, next=next_path)
-    account_key, address_key = accounts.account_key(email), accounts.address_key(remote)
+    own_key, address_key = account_key(email), accounts.address_key(remote)
     pair_key = accounts.pair_key(email, remote)
     limits = ctx.policy.throttle
     owner = None
@@ -172,7 +173,7 @@ async def login(request: Request) -> Response:
     except OwnerNotFound:
         owner = None
     owner_id = owner.id if owner else None
-    account_failures = ctx.store.login_failures(account_key, window=limits.window)
+    account_failures = ctx.store.login_failures(own_key, window=limits.window)
     over = accounts.throttled(
         limits,
         pair_failures=ctx.store.login_failures(pair_key, window=limits.window),
@@ -207,7 +208,7 @@ async def login(request: Request) -> Response:
         )
         ctx.store.forget_login_failures(older_than=limits.window)
         ctx.store.record_login_failure(
-            (pair_key, address_key, account_key),
+            (pair_key, address_key, own_key),
             owner_id=owner_id,
             remote=remote,
             detail={"email": email, "reason": reason},

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import context, current, login_redirect, remote_of
-from gateway.control.store import Connection, Revocation
+from gateway.control.records import Connection, Revocation
 from gateway.errors import TokenNotFound
 from gateway.web.render import render
 

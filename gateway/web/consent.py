@@ -24,7 +24,8 @@ from gateway.auth.oauth.clients import csp_source, display_name, redirect_host
 from gateway.auth.oauth.config import OAuthServer, remote_of
 from gateway.auth.oauth.provider import Provider
 from gateway.auth.sessions import login_redirect, signed_in
-from gateway.control.oauth import ConsentChoice
+from gateway.control.records import ConsentChoice
+from gateway.control.tokens import validate_name, validate_scope
 from gateway.errors import BadRequest
 from gateway.web.render import render
 
@@ -138,10 +139,10 @@ async def consent_submit(server: OAuthServer, request: Request) -> Response:
     }
     owned = {w.id for w in server.store.workspaces(session.owner_id)}
     try:
-        name = tokens.validate_name(name, what="connection")
+        name = validate_name(name, what="connection")
         unscoped = tokens.reads_unscoped(reads if isinstance(reads, str) else None)
         if scope is not None:
-            scope = tokens.validate_scope(scope)
+            scope = validate_scope(scope)
         if workspace_id not in owned:
             raise BadRequest("choose one of your own workspaces")
     except BadRequest as exc:

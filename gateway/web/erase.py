@@ -20,7 +20,8 @@ from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, clear_session_cookie, context, current, login_redirect, remote_of
 from gateway.cluster.copies import erase_copies, placed_on_lost_nodes
 from gateway.cluster.remote import Engines
-from gateway.control.store import ControlPlane, Workspace
+from gateway.control.records import Workspace
+from gateway.control.store import ControlPlane
 from gateway.erasure import Erased, finish, remove_files
 from gateway.errors import MoveUnderWay
 from gateway.web.render import render

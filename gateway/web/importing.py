@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from gateway.auth.csrf import attach_presession
-from gateway.control.store import Workspace
+from gateway.control.records import Workspace
 from gateway.engines.admin import import_events
 from gateway.engines.calls import ToolRefusal
 from gateway.errors import GatewayError

@@ -11,8 +11,8 @@ from typing import Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.cluster.placement import Node, Placement, owner_condition
-from gateway.control.store import Workspace
+from gateway.cluster.placement import owner_condition
+from gateway.control.records import Node, Placement, Workspace
 from gateway.errors import WorkspaceLost, WorkspaceRestoring
 from gateway.web.render import render
 

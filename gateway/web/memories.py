@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, context, current, login_redirect, remote_of
-from gateway.control.store import Principal, Workspace
+from gateway.control.records import Principal, Workspace
 from gateway.engines.admin import delete_memory, list_memories, memory_item
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import NotFound, WorkspaceNotFound

@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.csrf import check_csrf
 from gateway.auth.sessions import Session, context, current, login_redirect, remote_of
-from gateway.control.store import Workspace
+from gateway.control.records import Workspace
 from gateway.engines.admin import open_export
 from gateway.engines.calls import ToolRefusal, call_tool
 from gateway.errors import PayloadTooLarge, WorkspaceNotFound

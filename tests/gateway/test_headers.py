@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gateway import headers as hdr
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 
 ADA = Principal("own_1", "ws_1", "con_1", "Claude Code on laptop", read_only=True, scope="project:fjord")
 

@@ -44,29 +44,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("composition root", ("gateway.settings", "gateway.app", "gateway.serve", "gateway.cli")),
 )
 
-#: Known imports that break the rules, all of them in ``gateway/control``, which is being rebuilt
-#: as a composition of small repositories over records in ``control/records.py`` (importing only
-#: leaves). Remove every entry once that work is merged; nothing else may ever be added here.
-KNOWN_UNTIL_CONTROL_IS_REBUILT: frozenset[tuple[str, str]] = frozenset(
-    {
-        # control's records and queries use auth's token and account rules: up into auth
-        ("gateway.control.erasure", "gateway.auth.accounts"),
-        ("gateway.control.oauth", "gateway.auth.tokens"),
-        ("gateway.control.store", "gateway.auth.tokens"),
-        # control stores the cluster's move records and calls its placement choice: up into cluster
-        ("gateway.control.lost", "gateway.cluster.journal"),
-        ("gateway.control.moves", "gateway.cluster.journal"),
-        ("gateway.control.nodes", "gateway.cluster.placement"),
-        # ControlPlane's mixins import their records back from store.py, which imports them: a cycle
-        ("gateway.control.accounts", "gateway.control.store"),
-        ("gateway.control.erasure", "gateway.control.store"),
-        ("gateway.control.oauth", "gateway.control.store"),
-    }
-)
-
 
 def _edges() -> list[Edge]:
-    return [e for e in graph(GATEWAY) if (e.importer, e.imported) not in KNOWN_UNTIL_CONTROL_IS_REBUILT]
+    return list(graph(GATEWAY))
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -114,12 +94,6 @@ def test_no_two_modules_import_each_other_in_a_cycle() -> None:
 
 def test_no_two_subpackages_import_each_other_in_a_cycle() -> None:
     assert cycles(grouped(_edges())) == []
-
-
-def test_every_known_exception_still_exists() -> None:
-    present = {(e.importer, e.imported) for e in graph(GATEWAY)}
-    gone = sorted(KNOWN_UNTIL_CONTROL_IS_REBUILT - present)
-    assert gone == [], f"these imports are gone: remove them from KNOWN_UNTIL_CONTROL_IS_REBUILT: {gone}"
 
 
 def _as_written(module: str) -> str:

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway import headers as hdr
 from gateway.auth.limits import AddressLimits, Kind
-from gateway.control.oauth import TokenLifetimes
+from gateway.control.records import TokenLifetimes
 from gateway.control.store import ControlPlane
 from gateway.errors import HostNotAllowed
 

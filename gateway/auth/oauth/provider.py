@@ -29,7 +29,7 @@ from pydantic import AnyUrl, ValidationError
 from gateway.auth.oauth import cimd
 from gateway.auth.oauth.clients import Client
 from gateway.auth.oauth.config import CONSENT_TTL, SCOPE, SCOPES_SUPPORTED, OAuthServer
-from gateway.control.oauth import IssuedTokens
+from gateway.control.records import IssuedTokens
 from gateway.errors import InvalidGrant
 
 

@@ -41,8 +41,9 @@ import httpx
 
 from gateway.cluster import manifest, signing
 from gateway.cluster.backups import Chunks
-from gateway.cluster.journal import MoveRecord, State, finish_problem, old_copies
-from gateway.cluster.placement import Node, Placement, is_live
+from gateway.cluster.journal import finish_problem, old_copies
+from gateway.cluster.placement import is_live
+from gateway.control.records import MoveRecord, Node, Placement, State
 from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
 
 _TIMEOUT = httpx.Timeout(30.0, read=600.0)

@@ -52,8 +52,8 @@ from gateway import logs
 from gateway.asgi import off_loop
 from gateway.cluster import manifest, pulls, signing
 from gateway.cluster.forward import ClusterLink, refusal
-from gateway.cluster.journal import MoveRecord, State, erase_copy_problem, stale_copy_problem
-from gateway.cluster.placement import Node, Placement
+from gateway.cluster.journal import erase_copy_problem, stale_copy_problem
+from gateway.control.records import MoveRecord, Node, Placement, State
 from gateway.control.usage import measure
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Protocol
 
 from gateway.cluster import backups, manifest
-from gateway.cluster.journal import MoveRecord
 from gateway.cluster.move.driver import (
     MoveConfig,
     MovePlane,
@@ -47,8 +46,9 @@ from gateway.cluster.move.driver import (
     no_pause,
     open_on,
 )
-from gateway.cluster.placement import Node, Placement, is_live
+from gateway.cluster.placement import is_live
 from gateway.control.plane import Audits
+from gateway.control.records import MoveRecord, Node, Placement
 from gateway.errors import BadRequest, GatewayError, MoveFailed
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.auth import accounts, passwords
+from gateway.control.accounts import account_key
 from gateway.errors import InvalidPassword
 
 
@@ -48,7 +49,7 @@ def test_throttled_names_the_limit_reached() -> None:
     assert over(0, 20, 0) == "address"
     assert over(0, 0, 100) == "account_total" and over(0, 0, 100, known=True) is None
     assert accounts.pair_key("Ada@example.com", "10.0.0.1") == "account:ada@example.com|address:10.0.0.1"
-    assert accounts.account_key(" Ada@Example.com ") == "account:ada@example.com"
+    assert account_key(" Ada@Example.com ") == "account:ada@example.com"
 
 
 @pytest.mark.req("gw:signin")

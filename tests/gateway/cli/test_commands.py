@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from gateway.auth import tokens
 from gateway.cli import main
+from gateway.control import tokens
 from gateway.control.store import ControlPlane
 
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
+from gateway.cluster.placement import place
 from gateway.control.store import ControlPlane
 
 LEASE = 30.0
@@ -36,14 +37,14 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
         store.register_node("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
         store.register_node("node-c", "http://node-c.internal:8080", now=now)
         first = _new_workspace(store, "ada")
-        assert store.place(first, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
+        assert place(store, first, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
 
         code, out, err = _run(data_dir, database_url, "node", "drain", "node-c")
         assert code == 0, err
         assert "node-c" in err and "draining" in err and "0 workspace(s)" in err
         # the least-loaded live node is node-c, but it is draining: the new workspace goes to node-a
         second = _new_workspace(store, "bob")
-        assert store.place(second, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
+        assert place(store, second, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
         # a restart of node-c keeps it drained
         store.register_node("node-c", "http://node-c.internal:8080", now=now)
 
@@ -59,7 +60,7 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
         code, _, err = _run(data_dir, database_url, "node", "drain", "node-c", "--undo")
         assert code == 0 and "accepts new workspaces again" in err
         third = _new_workspace(store, "cy")
-        assert store.place(third, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-c"
+        assert place(store, third, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-c"
     finally:
         store.close()
 

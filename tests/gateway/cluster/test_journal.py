@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 
 from gateway.cluster.journal import (
-    MoveRecord,
-    State,
     erase_copy_problem,
     finish_problem,
     latest_touching,
@@ -16,7 +14,7 @@ from gateway.cluster.journal import (
     stale_copies,
     stale_copy_problem,
 )
-from gateway.cluster.placement import Placement
+from gateway.control.records import MoveRecord, Placement, State
 
 
 def _move(state: State, source: str = "node-a", target: str = "node-b", at: float = 1.0) -> MoveRecord:

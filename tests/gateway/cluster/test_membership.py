@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from gateway.cluster.membership import NodeConfig, keep_alive
+from gateway.cluster.placement import place
 from gateway.control.store import ControlPlane
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,7 @@ async def test_the_heartbeat_renews_the_node_and_its_leases(store: ControlPlane)
     started = time.time()
     store.register_node(NODE.name, NODE.advertise_url, now=started - 100)
     ws = store.create_owner("ada@example.com", None)[1].id
-    store.place(ws, now=started - 100, heartbeat_timeout=1000, lease=1)
+    place(store, ws, now=started - 100, heartbeat_timeout=1000, lease=1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(keep_alive, store, NODE, time.time)
         await _until(lambda: store.nodes()[0].heartbeat_at >= started, "a heartbeat")

@@ -26,7 +26,8 @@ from gateway.auth.passwords import hash_password
 from gateway.cluster import signing
 from gateway.cluster.remote import INTERNAL_ENGINE_CONTROL, INTERNAL_ENGINE_PREFIX
 from gateway.control.clock import epoch
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.e2e import Gateway, files_containing, wait_for
 from tests.gateway.web.browser import launch

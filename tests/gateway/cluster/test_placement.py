@@ -10,15 +10,14 @@ from hypothesis import strategies as st
 from gateway.cluster.placement import (
     Forward,
     Local,
-    Node,
-    Placement,
-    PlacementError,
     Unavailable,
     choose_node,
     is_live,
     moving_retry_after,
     route,
 )
+from gateway.control.nodes import PlacementError
+from gateway.control.records import Node, Placement
 
 NOW = 1_900_000_000.0
 TIMEOUT = 15.0

@@ -12,7 +12,7 @@ import pytest
 from gateway import headers as hdr
 from gateway.cluster.placement import Unavailable
 from gateway.cluster.remote import caller_of, page_refusal, refusal_of
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.errors import (
     EngineCrashLoop,
     NodeUnavailable,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gateway.cluster import signing
 from gateway.cluster.replay import ReplayCache
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 
 SECRET = "s" * 40
 NOW = 1_900_000_000.0

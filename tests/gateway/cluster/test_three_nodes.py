@@ -18,7 +18,8 @@ import pytest
 from gateway.cluster import signing
 from gateway.cluster.forward import INTERNAL_MCP_PATH
 from gateway.control.clock import epoch
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
 from tests.gateway.cluster.nodes import SECRET, Cluster, started_nodes
 from tests.gateway.e2e import Gateway, connect, data, files_containing, wait_for

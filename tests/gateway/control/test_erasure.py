@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.cluster.placement import place
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, MoveUnderWay, OwnerNotFound
 
@@ -19,7 +20,7 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     store.record_login_failure(failed, owner_id=owner.id, remote="10.0.0.8", detail={})
     store.record_login_failure(("account:zed_@example.com|address:1",), owner_id=None, remote="1", detail={})
     store.register_node("node-a", "http://node-a", now=1e9)  # its workspace placed on a node
-    store.place(default.id, now=1e9, heartbeat_timeout=15, lease=30)
+    place(store, default.id, now=1e9, heartbeat_timeout=15, lease=30)
     with pytest.raises(OwnerNotFound):
         store.forget_owner(owner.id)  # not locked out yet: nothing is deleted
     assert store.authenticate(secret) is not None

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.cluster.placement import PlacementError
-from gateway.control.nodes import NameTaken
+from gateway.cluster.placement import place
+from gateway.control.nodes import NameTaken, PlacementError
 from gateway.control.store import ControlPlane
 
 NOW = 1_900_000_000.0
@@ -60,7 +60,7 @@ def test_a_node_on_a_volume_not_its_own_serves_and_takes_nothing(store: ControlP
     _, other = store.create_owner("bob@example.com", None)
     with pytest.raises(PlacementError):
         store.place_on(other.id, "node-a", now=NOW + 1, lease=LEASE)
-    placed = store.place(other.id, now=NOW + 1, heartbeat_timeout=LEASE, lease=LEASE)
+    placed = place(store, other.id, now=NOW + 1, heartbeat_timeout=LEASE, lease=LEASE)
     assert placed.node == "node-b"
 
     back = store.join_node("node-a", "http://a:1", now=NOW + 2, volume_seen="vol-a", adopt=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.cluster.copies import placed_on_lost_nodes
-from gateway.cluster.placement import PlacementError
+from gateway.cluster.placement import place
+from gateway.control.nodes import PlacementError
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, MoveCalledOff
 
@@ -67,7 +68,7 @@ def test_a_lost_node_takes_nothing_new_renews_no_lease_and_stays_lost_across_res
         _placed(store, who, node)
         store.heartbeat(node, now=NOW + 20, lease=LEASE)
     fresh = store.create_owner("cy@example.com", None)[1].id
-    assert store.place(fresh, now=NOW + 20, heartbeat_timeout=TIMEOUT, lease=LEASE).node == "node-a"
+    assert place(store, fresh, now=NOW + 20, heartbeat_timeout=TIMEOUT, lease=LEASE).node == "node-a"
     other = store.create_owner("dee@example.com", None)[1].id
     with pytest.raises(PlacementError, match="declared lost"):
         store.place_on(other, "node-c", now=NOW + 20, lease=LEASE)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cluster.placement import PlacementError
+from gateway.cluster.placement import place
+from gateway.control.nodes import PlacementError
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest
 
@@ -65,7 +66,7 @@ def test_workspaces_are_placed_on_the_least_loaded_live_node_and_stay_there(stor
     store.register_node("node-b", "http://b", now=NOW)
     store.register_node("node-c", "http://c", now=NOW - 60)  # not heard from: dead
     placed = [
-        store.place(_workspace(store, f"u{i}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node
+        place(store, _workspace(store, f"u{i}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node
         for i in range(4)
     ]
     assert placed == ["node-a", "node-b", "node-a", "node-b"]
@@ -74,7 +75,7 @@ def test_workspaces_are_placed_on_the_least_loaded_live_node_and_stay_there(stor
     assert first is not None and first.node == "node-a" and first.lease_expires_at == NOW + LEASE
     # placing it again changes nothing, even once another node is emptier
     store.set_draining("node-a", True)
-    assert store.place(first.workspace_id, now=NOW + 1, heartbeat_timeout=TIMEOUT, lease=LEASE) == first
+    assert place(store, first.workspace_id, now=NOW + 1, heartbeat_timeout=TIMEOUT, lease=LEASE) == first
     # a heartbeat renews the node's leases
     assert store.heartbeat("node-a", now=NOW + 10, lease=LEASE) == 2
     renewed = store.placement(first.workspace_id)
@@ -83,7 +84,7 @@ def test_workspaces_are_placed_on_the_least_loaded_live_node_and_stay_there(stor
     store.set_draining("node-b", True)
     ws = _workspace(store, "late")
     with pytest.raises(PlacementError):
-        store.place(ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
+        place(store, ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
     assert store.placement(ws) is None
 
 
@@ -101,14 +102,14 @@ def test_gateways_placing_one_workspace_at_once_agree_on_one_node(gateways: list
     for i, name in enumerate(("node-a", "node-b", "node-c", "node-d")):
         first.register_node(name, f"http://{name}", now=NOW)
         for j in range(i):  # some workspaces placed already
-            first.place(_workspace(first, f"{name}-{j}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
+            place(first, _workspace(first, f"{name}-{j}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE)
     ws = _workspace(first, "contended")
     barrier = threading.Barrier(len(gateways))
     seen: list[str] = []
 
     def run(plane: ControlPlane) -> None:
         barrier.wait(timeout=30)
-        seen.append(plane.place(ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node)
+        seen.append(place(plane, ws, now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node)
 
     threads = [threading.Thread(target=run, args=(g,)) for g in gateways]
     for t in threads:

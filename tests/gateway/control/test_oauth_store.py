@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import tokens
-from gateway.control.oauth import ConsentChoice, TokenLifetimes
-from gateway.control.store import ControlPlane, utcnow
+from gateway.control import tokens
+from gateway.control.clock import utcnow
+from gateway.control.records import ConsentChoice, TokenLifetimes
+from gateway.control.store import ControlPlane
 from gateway.errors import InvalidGrant
 
 NOW = 1_900_000_000.0

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import pytest
 
-from gateway.control.oauth import ConsentChoice, TokenLifetimes
+from gateway.control.records import ConsentChoice, TokenLifetimes
 from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, InvalidGrant, InviteInvalid, MoveUnderWay
 

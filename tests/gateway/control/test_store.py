@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import tokens
 from gateway.auth.passwords import hash_password, verify_password
+from gateway.auth.tokens import parse_bearer
+from gateway.control import tokens
 from gateway.control.store import ControlPlane
 from gateway.errors import (
     AlreadyExists,
@@ -119,8 +120,8 @@ def test_owner_passwords_are_argon2id(store: ControlPlane) -> None:
 
 
 def test_bearer_parsing() -> None:
-    assert tokens.parse_bearer("Bearer abc") == "abc"
-    assert tokens.parse_bearer("bearer  abc ") == "abc"
-    assert tokens.parse_bearer("Basic abc") is None
-    assert tokens.parse_bearer("Bearer ") is None
-    assert tokens.parse_bearer(None) is None
+    assert parse_bearer("Bearer abc") == "abc"
+    assert parse_bearer("bearer  abc ") == "abc"
+    assert parse_bearer("Basic abc") is None
+    assert parse_bearer("Bearer ") is None
+    assert parse_bearer(None) is None

@@ -17,8 +17,8 @@ from starlette.types import Receive, Scope, Send
 
 from gateway import layout
 from gateway.app import create_app
-from gateway.control.oauth import ConsentChoice, TokenLifetimes
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import ConsentChoice, Principal, TokenLifetimes
+from gateway.control.store import ControlPlane
 from gateway.edge.principals import ForgetAfterChanges, PrincipalCache
 from gateway.errors import ControlPlaneUnavailable
 from tests.gateway.conftest import make_settings

@@ -12,7 +12,8 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from gateway import headers as hdr
-from gateway.control.store import ControlPlane, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from gateway.edge.proxy import McpProxy
 from gateway.metrics import Metrics
 from gateway.ratelimit import RateLimiter

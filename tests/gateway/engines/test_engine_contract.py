@@ -17,7 +17,7 @@ from engine.index.indexer import MAX_ITEM_BYTES
 from engine.server import import_limits, parse_args, parse_assignment
 from engine.surface.connection import HEADER_CONNECTION, HEADER_READ_ONLY, HEADER_SCOPE, identity_of
 from engine.transfer.limits import Limits
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.engines.spare import assignment_line
 from gateway.engines.supervisor import engine_argv, spare_argv
 from gateway.headers import identity

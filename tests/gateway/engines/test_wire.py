@@ -20,7 +20,7 @@ import httpx
 import pytest
 import uvicorn
 
-from gateway.control.store import Principal
+from gateway.control.records import Principal
 from gateway.edge.proxy import engine_call, engine_request
 from gateway.engines.calls import call_tool
 from gateway.engines.wire import HIGH_WATER, EngineBody, EngineTransport

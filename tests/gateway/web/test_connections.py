@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Page
 
-from gateway.control.store import Connection, Revocation
+from gateway.control.records import Connection, Revocation
 from gateway.web.connections import REASON_MAX, REVOKED_SHOWN, row_of, rows, why
 from tests.gateway.auth.oauth.flow import approve, callback_params, pkce
 from tests.gateway.e2e import Gateway, connect, data, files_containing

@@ -18,7 +18,7 @@ from gateway.auth.limits import AddressLimits
 from gateway.auth.oauth import cimd
 from gateway.auth.oauth.config import CimdPolicy, OAuthConfig, OAuthServer
 from gateway.auth.oauth.provider import Provider
-from gateway.control.oauth import TokenLifetimes
+from gateway.control.records import TokenLifetimes
 from gateway.control.store import ControlPlane
 from gateway.headers import OriginPolicy
 from tests.gateway.inproc import serving

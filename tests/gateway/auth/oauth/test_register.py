@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gateway.app import create_app
-from gateway.control.oauth import ConsentChoice
+from gateway.control.records import ConsentChoice
 from gateway.control.store import ControlPlane
 from tests.gateway.auth.oauth.test_endpoints import Clock
 from tests.gateway.conftest import make_settings
