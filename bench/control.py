@@ -38,17 +38,19 @@ def _timed(fn: Callable[[], object], calls: int) -> tuple[float, float]:
 
 
 def measure(store: ControlPlane, calls: int) -> dict[str, tuple[float, float]]:
-    owner, ws = store.create_owner(f"bench-{time.time_ns()}@bench.example", None)
-    connection, secret = store.create_pat(owner.id, ws.id, "bench")
-    _, cookie = store.create_session(owner.id, max_age=3600, remote=None, user_agent=None, method="bench")
+    owner, ws = store.owners.create_owner(f"bench-{time.time_ns()}@bench.example", None)
+    connection, secret = store.connections.create_pat(owner.id, ws.id, "bench")
+    _, cookie = store.accounts.create_session(
+        owner.id, max_age=3600, remote=None, user_agent=None, method="bench"
+    )
     names = iter(range(10**9))
     figures = {
-        "authenticate": _timed(lambda: store.authenticate(secret), calls),
-        "touch": _timed(lambda: store.touch(connection.id), calls),
-        "session_by_secret": _timed(lambda: store.session_by_secret(cookie), calls),
-        "create_pat": _timed(lambda: store.create_pat(owner.id, ws.id, f"t{next(names)}"), calls),
+        "authenticate": _timed(lambda: store.connections.authenticate(secret), calls),
+        "touch": _timed(lambda: store.connections.touch(connection.id), calls),
+        "session_by_secret": _timed(lambda: store.accounts.session_by_secret(cookie), calls),
+        "create_pat": _timed(lambda: store.connections.create_pat(owner.id, ws.id, f"t{next(names)}"), calls),
     }
-    assert store.authenticate(secret) is not None  # the timed calls did real work
+    assert store.connections.authenticate(secret) is not None  # the timed calls did real work
     return figures
 
 

@@ -429,8 +429,8 @@ def seed_owners(data_dir: Path, count: int, prefix: str) -> dict[str, str]:
     try:
         tokens = {}
         for i in range(count):
-            owner, ws = store.create_owner(f"{prefix}{i}@bench.example", None)
-            tokens[store.create_pat(owner.id, ws.id, "bench")[1]] = ws.id
+            owner, ws = store.owners.create_owner(f"{prefix}{i}@bench.example", None)
+            tokens[store.connections.create_pat(owner.id, ws.id, "bench")[1]] = ws.id
         return tokens
     finally:
         store.close()

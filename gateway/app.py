@@ -209,12 +209,12 @@ def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Calla
     one recorded for the node (:mod:`gateway.cluster.volume`), a new fencing token, and its leases
     renewed — served once the previous process's have run out."""
     data_dir = settings.data_dir.resolve()
-    known = store.node_volume(node.name)
+    known = store.nodes.node_volume(node.name)
     found = volume.read_identity(data_dir)
     verdict = volume.decide(known.recorded, found, known.placed)
     if verdict.adopt and found is None:
         found = volume.write_identity(data_dir)
-    joined = store.join_node(
+    joined = store.nodes.join_node(
         node.name, node.advertise_url, now=clock(), volume_seen=found or "", adopt=verdict.adopt
     )
     if not verdict.adopt:
@@ -229,7 +229,7 @@ def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Calla
         )
     fence = Fence(node.lease, joined.generation, joined.previous_lease, settings.retry_after)
     began = fence.monotonic()
-    store.heartbeat(node.name, now=clock(), lease=node.lease, generation=joined.generation)
+    store.nodes.heartbeat(node.name, now=clock(), lease=node.lease, generation=joined.generation)
     fence.record_renewal(began)
     return fence
 
@@ -238,7 +238,7 @@ def release(store: ControlPlane, node: NodeConfig, fence: Fence, clock: Callable
     """A clean stop (engines stopped): this process's leases end now, so its next start serves at
     once. A failure is logged: the leases then simply run out."""
     try:
-        store.release_node(node.name, fence.generation, now=clock())
+        store.nodes.release_node(node.name, fence.generation, now=clock())
     except Exception as exc:
         logs.event(logs.get(), logging.WARNING, "node.release_failed", node=node.name, error=str(exc))
 
@@ -335,7 +335,9 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     )
     oauth = OAuthServer(parts.store, oauth_config(settings), parts.origin_policy, clock, public_limits)
     store = parts.store
-    principals = PrincipalCache(lambda secret, now: store.authenticate(secret, now=iso(now)), clock=clock)
+    principals = PrincipalCache(
+        lambda secret, now: store.connections.authenticate(secret, now=iso(now)), clock=clock
+    )
     proxy = McpProxy(
         store=parts.store,
         supervisor=parts.supervisor,
@@ -350,7 +352,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
     )
 
     def audit(kind: str, who: Principal, remote: str | None, detail: dict[str, object]) -> None:
-        parts.store.audit(
+        parts.store.audit_log.record(
             kind,
             owner_id=who.owner_id,
             workspace_id=who.workspace_id,
@@ -411,7 +413,7 @@ def create_app(settings: Settings, *, clock: Callable[[], float] = time.time) ->
             if node is not None:
                 tg.start_soon(
                     keep_alive,
-                    parts.store,
+                    parts.store.nodes,
                     node,
                     cluster_clock,
                     None if moves is None else moves.tend,

@@ -1,5 +1,5 @@
 """Deleting an erased owner's files, then forgetting them (SPEC §5 ``life:delete``), after the
-control plane has locked them out (:meth:`~gateway.control.erasure.ErasureQueries.lock_out_owner`).
+control plane has locked them out (:meth:`~gateway.control.erasure.Erasure.lock_out_owner`).
 
 Shared by the Account page (:mod:`gateway.web.erase`, after it stopped the owner's engines) and the
 operator's ``almanac owner erase --finish EMAIL``, which finishes an erase that could not delete
@@ -87,7 +87,7 @@ def remove_files(
         for path, exc in _remove_each(_files_of(data_dir, workspace.id)):
             failed.append(str(path))
             logs.event(logs.get(), logging.ERROR, "account.erase_failed", path=str(path), error=str(exc))
-            store.audit(
+            store.audit_log.record(
                 "account.erase.failed",
                 owner_id=owner_id,
                 workspace_id=workspace.id,
@@ -100,5 +100,5 @@ def finish(store: ControlPlane, data_dir: Path, owner_id: str, workspaces: list[
     """Delete the files, then, if every one went, every row about the owner (``account.erase``)."""
     failed = remove_files(store, data_dir, owner_id, workspaces)
     if not failed:
-        store.forget_owner(owner_id)
+        store.erasure.forget_owner(owner_id)
     return Erased(len(workspaces), tuple(failed))

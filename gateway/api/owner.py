@@ -235,14 +235,16 @@ class OwnerApi:
             found = await admin.activity(lease.client, params)
         if isinstance(found, ToolRefusal):
             return refusal(found.code, found.message, 400)
-        names = {c.id: c.name for c in self.store.connections(who.owner_id, include_revoked=True)}
+        names = {c.id: c.name for c in self.store.connections.of_owner(who.owner_id, include_revoked=True)}
         for entry in found["entries"]:
             connection_id = entry.get("connection_id")
             entry["connection"] = names.get(connection_id) if connection_id else entry.get("source")
         return JSONResponse(found)
 
     def _mine(self, who: Principal) -> list[Connection]:
-        return [c for c in self.store.connections(who.owner_id) if c.workspace_id == who.workspace_id]
+        return [
+            c for c in self.store.connections.of_owner(who.owner_id) if c.workspace_id == who.workspace_id
+        ]
 
     async def connections(self, request: Request) -> Response:
         who = await self.principal(request)
@@ -258,7 +260,7 @@ class OwnerApi:
                 f"no live connection {wanted!r} in this workspace; GET {CONNECTIONS} lists them"
             )
         remote = request.client.host if request.client else None
-        revoked = self.store.revoke(who.owner_id, target.id, remote=remote, via="api")
+        revoked = self.store.connections.revoke(who.owner_id, target.id, remote=remote, via="api")
         return JSONResponse({"connection": connection_json(revoked)})
 
     def _audit(self, kind: str, who: Principal, request: Request, detail: dict[str, object]) -> None:

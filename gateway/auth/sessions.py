@@ -62,7 +62,7 @@ def current(request: Request) -> Session | None:
         return cached
     ctx = context(request)
     secret = request.cookies.get(cookie_name(SESSION_COOKIE, secure=ctx.policy.cookie_secure))
-    session = ctx.store.session_by_secret(secret) if secret else None
+    session = ctx.store.accounts.session_by_secret(secret) if secret else None
     request.state.session = session
     return session
 

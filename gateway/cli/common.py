@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import click
 
 from gateway import layout
-from gateway.control.store import DEFAULT_WORKSPACE, ControlPlane
+from gateway.control.owners import DEFAULT_WORKSPACE
+from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, ConfigError, DataDirError, GatewayError
 from gateway.settings import Settings, config_file_path, default_data_dir, load_settings, parse_toml
 
@@ -149,7 +150,7 @@ def workspace_folder(
         return folder.absolute()
     root = make_settings(config_file, data_dir=data_dir).data_dir
     with control_plane(config_file, data_dir) as store:
-        ws = store.workspace_by_name(store.owner_by_email(str(email)).id, workspace_name)
+        ws = store.owners.workspace_by_name(store.owners.owner_by_email(str(email)).id, workspace_name)
     return layout.workspace_dir(root, ws.id)
 
 

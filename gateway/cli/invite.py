@@ -22,6 +22,6 @@ def invite() -> None:
 def invite_create(note: str | None, data_dir: Path | None, config_file: Path | None) -> None:
     """Create a single-use invite code; it is printed once, alone on stdout."""
     with control_plane(config_file, data_dir) as store:
-        code = store.create_invite(note)
+        code = store.accounts.create_invite(note)
     click.echo(code)
     click.echo("give it to the person who signs up at /signup; it works once", err=True)

@@ -28,7 +28,7 @@ def node_list(data_dir: Path | None, config_file: Path | None) -> None:
     workspaces, workspaces placed on it."""
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
-        nodes = store.nodes()
+        nodes = store.nodes.all()
         now = store.database_time()  # heartbeats are judged by the database's clock, not this host's
     for n in nodes:
         live = is_live(n, now=now, heartbeat_timeout=settings.placement_lease)
@@ -49,8 +49,8 @@ def node_drain(name: str, undo: bool, data_dir: Path | None, config_file: Path |
     """Stop placing new workspaces on a node (kept across its restarts). The workspaces already on
     it stay and are served there until each is moved with `almanac workspace move`."""
     with control_plane(config_file, data_dir) as store:
-        store.set_draining(name, not undo)
-        (found,) = [n for n in store.nodes() if n.name == name]
+        store.nodes.set_draining(name, not undo)
+        (found,) = [n for n in store.nodes.all() if n.name == name]
     state = "accepts new workspaces again" if undo else "is draining: no new workspaces are placed on it"
     click.echo(f"node {name!r} {state}; {found.workspaces} workspace(s) placed on it", err=True)
 
@@ -64,8 +64,8 @@ def node_stale(data_dir: Path | None, config_file: Path | None) -> None:
     moves (every move, not only each workspace's last) and restores: node, workspace, move, why
     (and what removes it)."""
     with control_plane(config_file, data_dir) as store:
-        records = store.moves_leaving_copies()
-        lost = {n.name for n in store.nodes() if n.lost}
+        records = store.moves.moves_leaving_copies()
+        lost = {n.name for n in store.nodes.all() if n.lost}
     for copy in stale_copies(records):
         why = (
             f"on a node declared lost: nothing to delete while it is lost; should it come back "
@@ -105,7 +105,7 @@ def node_lost(
         if confirm or force or undo:
             raise click.UsageError("--confirm, --force and --undo need the NODE's name (nothing changed)")
         with control_plane(config_file, data_dir) as store:
-            found = store.lost_workspaces()
+            found = store.lost.lost_workspaces()
         for ws in found:
             click.echo(f"{ws.node}\t{ws.workspace_id}\t{ws.owner_email}\t{ws.workspace}\t{ws.why}")
         return
@@ -120,14 +120,14 @@ def node_lost(
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         if undo:
-            placed = store.node_found(name)
+            placed = store.lost.node_found(name)
             click.echo(
                 f"node {name!r} is no longer lost: it serves the {placed} workspace(s) still placed on it "
                 "(from its disk) once it heartbeats",
                 err=True,
             )
             return
-        lost = store.mark_node_lost(
+        lost = store.lost.mark_node_lost(
             name, now=store.database_time(), heartbeat_timeout=settings.placement_lease, force=force
         )
     if lost.already:

@@ -108,11 +108,11 @@ def owner_create(
     fresh = not layout.control_db(where).exists()
     link = expires = None
     with control_plane(config_file, data_dir, create=True) as store:
-        created, workspace = store.create_owner(
+        created, workspace = store.owners.create_owner(
             email, passwords.hash_password(password) if password else None
         )
         if base is not None:
-            secret, expires = store.create_reset_link(created.id, ttl=DEFAULT_HOURS * 3600)
+            secret, expires = store.passwords.create_reset_link(created.id, ttl=DEFAULT_HOURS * 3600)
             link = f"{base}/reset/{secret}"
     if fresh:
         click.echo(f"set up a new data directory at {where}", err=True)
@@ -144,14 +144,14 @@ def owner_set_password(
     if not password_stdin and not sys.stdin.isatty():
         raise BadRequest("stdin is not a terminal: pass --password-stdin to read the password from it")
     with control_plane(config_file, data_dir) as store:  # an unusable data dir or owner: before asking
-        found = store.owner_by_email(email)
+        found = store.owners.owner_by_email(email)
         if password_stdin:
             password = _from_stdin()
         else:
             chosen = _from_terminal(email, optional=False)
             assert chosen is not None
             password = chosen
-        store.set_password(found.id, passwords.hash_password(password), via="cli")
+        store.passwords.set_password(found.id, passwords.hash_password(password), via="cli")
     click.echo(f"set the password of {found.email}", err=True)
 
 
@@ -177,8 +177,8 @@ def owner_reset_link(
     expires; using it ends every session the owner had. Creating and using it are audited."""
     base = _base(make_settings(config_file, data_dir=data_dir), url)
     with control_plane(config_file, data_dir) as store:
-        found = store.owner_by_email(email)
-        secret, expires = store.create_reset_link(found.id, ttl=hours * 3600)
+        found = store.owners.owner_by_email(email)
+        secret, expires = store.passwords.create_reset_link(found.id, ttl=hours * 3600)
     click.echo(f"{base}/reset/{secret}")
     click.echo(f"a password-reset link for {found.email}; it works once, until {expires}", err=True)
 
@@ -206,8 +206,10 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
     settings = make_settings(config_file, data_dir=data_dir)
     root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
-        owner_id, workspaces = store.owner_being_erased(email)
-        store.audit("account.erase.finish", owner_id=owner_id, detail={"workspaces": len(workspaces)})
+        owner_id, workspaces = store.erasure.owner_being_erased(email)
+        store.audit_log.record(
+            "account.erase.finish", owner_id=owner_id, detail={"workspaces": len(workspaces)}
+        )
         elsewhere: list[str] = []
         count = len(workspaces)
         if settings.database_url is not None and settings.cluster_secret is not None:
@@ -219,7 +221,7 @@ def owner_erase(email: str, finish: bool, data_dir: Path | None, config_file: Pa
                 store, settings.cluster_secret, [w.id for w in workspaces if w.id not in lost], clock=clock
             )
             for _ in elsewhere:
-                store.audit(
+                store.audit_log.record(
                     "account.erase.failed", owner_id=owner_id, detail={"error": "not deleted on its node"}
                 )
             elsewhere += erase_copies(

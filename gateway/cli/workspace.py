@@ -18,7 +18,7 @@ from gateway.cluster.move.driver import MoveConfig
 from gateway.cluster.restore import driver as restore_driver
 from gateway.cluster.usage import node_state, usage_on
 from gateway.control.clock import iso
-from gateway.control.store import DEFAULT_WORKSPACE
+from gateway.control.owners import DEFAULT_WORKSPACE
 from gateway.control.usage import measure
 from gateway.errors import ConfigError
 
@@ -37,7 +37,7 @@ def workspace() -> None:
 def workspace_create(name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
     """Create another workspace for an owner."""
     with control_plane(config_file, data_dir) as store:
-        created = store.create_workspace(store.owner_by_email(email).id, name)
+        created = store.owners.create_workspace(store.owners.owner_by_email(email).id, name)
     click.echo(f"created workspace {created.name!r} ({created.id})", err=True)
 
 
@@ -54,14 +54,14 @@ def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) 
     settings = make_settings(config_file, data_dir=data_dir)
     root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
-        found = store.workspaces(store.owner_by_email(email).id)
+        found = store.owners.workspaces(store.owners.owner_by_email(email).id)
         if settings.database_url is None:
             for ws in found:
                 click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
             return
-        nodes = {n.name: n for n in store.nodes()}
+        nodes = {n.name: n for n in store.nodes.all()}
         now = store.database_time()
-        placements = {ws.id: store.placement(ws.id) for ws in found}
+        placements = {ws.id: store.nodes.placement(ws.id) for ws in found}
     for ws in found:
         placement = placements[ws.id]
         node = None if placement is None else nodes.get(placement.node)
@@ -86,8 +86,8 @@ def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: P
     cluster_secret); if that node is down, lost or unreachable, this says so and exits 1."""
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
-        ws = store.workspace_by_name(store.owner_by_email(email).id, name)
-        placement = None if settings.database_url is None else store.placement(ws.id)
+        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
+        placement = None if settings.database_url is None else store.nodes.placement(ws.id)
         if placement is not None and placement.node != settings.node:
             click.echo(f"workspace\t{ws.name}\nnode\t{placement.node}")
             if settings.cluster_secret is None:
@@ -149,16 +149,16 @@ def workspace_move(
     config = _move_config(config_file, data_dir, "moving a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
-        ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
         clock = database_clock(store.database_time).now  # deadlines and signatures: the database's
         if status:
-            placement = store.placement(ws.id)
+            placement = store.nodes.placement(ws.id)
             where = "nowhere yet" if placement is None else placement.node
             if placement is not None and placement.moving_to is not None:
                 left = max(0.0, (placement.move_deadline or 0.0) - clock())
                 where += f" (moving to {placement.moving_to}; called off unless advanced within {left:.0f} s)"
             click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
-            for record in store.moves_of(ws.id):
+            for record in store.moves.moves_of(ws.id):
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
@@ -227,7 +227,7 @@ def workspace_restore(
     config = _move_config(config_file, data_dir, "restoring a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
-        ws = store.workspace_by_name(store.owner_by_email(email).id, name)
+        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
         clock = database_clock(store.database_time).now
         if abandon:
             restore_driver.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)

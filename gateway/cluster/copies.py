@@ -18,26 +18,15 @@ is remembered too (``erased_copies``), so a lost node that comes back with its d
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from gateway.cluster.journal import nodes_keeping_copies
 from gateway.cluster.move.driver import NodeCalls
-from gateway.control.plane import Audits
-from gateway.control.records import MoveRecord, Node, Placement
+from gateway.control.store import ControlPlane
 from gateway.errors import MoveFailed
 
 
-class _Plane(Audits, Protocol):
-    def nodes(self) -> list[Node]: ...
-    def placement(self, workspace_id: str) -> Placement | None: ...
-    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
-    def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None: ...
-
-    def database_time(self) -> float: ...
-
-
 def erase_copies(
-    store: _Plane,
+    store: ControlPlane,
     secret: str,
     owner_id: str,
     workspace_ids: list[str],
@@ -50,7 +39,7 @@ def erase_copies(
     for workspace_id, name in lost:
         _audit_lost_copy(store, owner_id, workspace_id, name)
     for workspace_id, _ in left:
-        store.audit(
+        store.audit_log.record(
             "account.erase.failed",
             owner_id=owner_id,
             workspace_id=workspace_id,
@@ -59,10 +48,10 @@ def erase_copies(
     return [what for _, what in left]
 
 
-def _audit_lost_copy(store: _Plane, owner_id: str, workspace_id: str, node: str) -> None:
+def _audit_lost_copy(store: ControlPlane, owner_id: str, workspace_id: str, node: str) -> None:
     """Audited, and remembered: should the node come back with its disk, it deletes the copy."""
-    store.remember_lost_copy(node, workspace_id, now=store.database_time())
-    store.audit(
+    store.lost.remember_lost_copy(node, workspace_id, now=store.database_time())
+    store.audit_log.record(
         "account.erase.lost_copy",
         owner_id=owner_id,
         workspace_id=workspace_id,
@@ -73,14 +62,14 @@ def _audit_lost_copy(store: _Plane, owner_id: str, workspace_id: str, node: str)
     )
 
 
-def placed_on_lost_nodes(store: _Plane, owner_id: str, workspace_ids: list[str]) -> set[str]:
+def placed_on_lost_nodes(store: ControlPlane, owner_id: str, workspace_ids: list[str]) -> set[str]:
     """The workspaces of ``workspace_ids`` placed on a node declared lost, each audited as
     ``account.erase.lost_copy``: there is nothing left to erase on that node, so the erase does
     not wait for it."""
-    lost_nodes = {n.name for n in store.nodes() if n.lost}
+    lost_nodes = {n.name for n in store.nodes.all() if n.lost}
     found = set()
     for workspace_id in workspace_ids:
-        placement = store.placement(workspace_id)
+        placement = store.nodes.placement(workspace_id)
         if placement is not None and placement.node in lost_nodes:
             _audit_lost_copy(store, owner_id, workspace_id, placement.node)
             found.add(workspace_id)
@@ -88,18 +77,18 @@ def placed_on_lost_nodes(store: _Plane, owner_id: str, workspace_ids: list[str])
 
 
 def _erase_copies(
-    store: _Plane, secret: str, workspace_ids: list[str], clock: Callable[[], float]
+    store: ControlPlane, secret: str, workspace_ids: list[str], clock: Callable[[], float]
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(what was not erased, the copies on lost nodes), each with its workspace."""
-    nodes = {n.name: n for n in store.nodes()}
+    nodes = {n.name: n for n in store.nodes.all()}
     left: list[tuple[str, str]] = []
     lost: list[tuple[str, str]] = []
     calls = NodeCalls(secret, clock)
     try:
         for workspace_id in workspace_ids:
-            placement = store.placement(workspace_id)
+            placement = store.nodes.placement(workspace_id)
             placed = None if placement is None else placement.node
-            for name in nodes_keeping_copies(store.moves_of(workspace_id), placed):
+            for name in nodes_keeping_copies(store.moves.moves_of(workspace_id), placed):
                 node = nodes.get(name)
                 if node is None:
                     left.append((workspace_id, f"its copy on node {name!r}: that node is not registered"))

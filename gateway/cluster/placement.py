@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from gateway.control.nodes import PlacementError
+from gateway.control.nodes import Nodes, PlacementError
 from gateway.control.records import Node, Placement
 
 
@@ -94,22 +93,16 @@ def choose_node(nodes: Iterable[Node], *, now: float, heartbeat_timeout: float) 
     return min(candidates, key=lambda n: (n.workspaces, n.name))
 
 
-class _Placing(Protocol):
-    def nodes(self) -> list[Node]: ...
-    def placement(self, workspace_id: str) -> Placement | None: ...
-    def place(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
-
-
 def place(
-    store: _Placing, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
+    nodes: Nodes, workspace_id: str, *, now: float, heartbeat_timeout: float, lease: float
 ) -> Placement:
     """Where ``workspace_id`` lives, placing it on the node :func:`choose_node` picks if it is nowhere
     yet. Raises :class:`~gateway.control.nodes.PlacementError` when no node can take it."""
-    existing = store.placement(workspace_id)
+    existing = nodes.placement(workspace_id)
     if existing is not None:
         return existing
-    chosen = choose_node(store.nodes(), now=now, heartbeat_timeout=heartbeat_timeout)
-    return store.place(workspace_id, chosen.name, now=now, lease=lease)
+    chosen = choose_node(nodes.all(), now=now, heartbeat_timeout=heartbeat_timeout)
+    return nodes.place(workspace_id, chosen.name, now=now, lease=lease)
 
 
 def route(

@@ -26,7 +26,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 from urllib.parse import unquote
 
 import httpx
@@ -34,7 +34,8 @@ import httpx
 from gateway.cluster import signing
 from gateway.cluster.forward import ClusterLink
 from gateway.cluster.placement import Forward, Local, Unavailable
-from gateway.control.records import Node, Placement, Principal
+from gateway.control.records import Principal
+from gateway.control.store import ControlPlane
 from gateway.engines.supervisor import Lease, Supervisor, SupervisorConfig
 from gateway.errors import (
     ControlPlaneUnavailable,
@@ -67,12 +68,6 @@ Action = Literal["stop", "restart", "erase"]
 #: The identity an engine call carries when the page set none (the ``/admin`` routes): the owner's
 #: dashboard, the same name the pages give their tool calls.
 _DASHBOARD = ("web", "Dashboard")
-
-
-class _Placements(Protocol):
-    def nodes(self) -> list[Node]: ...
-
-    def placement(self, workspace_id: str) -> Placement | None: ...
 
 
 _REFUSALS: dict[str, type[WorkspaceUnavailable]] = {
@@ -316,18 +311,18 @@ class Engines:
 
 
 def erase_on_their_nodes(
-    store: _Placements, secret: str, workspace_ids: list[str], *, clock: Callable[[], float]
+    store: ControlPlane, secret: str, workspace_ids: list[str], *, clock: Callable[[], float]
 ) -> tuple[list[str], list[str]]:
     """``almanac owner erase --finish`` in a cluster: ask each placed workspace's node, signed, to
     erase it there (``/internal/v1/engine-control``). Returns the workspaces placed nowhere (their
     files, if any, are in this data directory) and what could not be deleted."""
-    nodes = {n.name: n for n in store.nodes()}
+    nodes = {n.name: n for n in store.nodes.all()}
     unplaced: list[str] = []
     failed: list[str] = []
     body = json.dumps({"action": "erase", "reason": "erase"}).encode()
     with httpx.Client(timeout=httpx.Timeout(30.0, read=120.0)) as http:
         for workspace_id in workspace_ids:
-            placement = store.placement(workspace_id)
+            placement = store.nodes.placement(workspace_id)
             node = None if placement is None else nodes.get(placement.node)
             if placement is None:
                 unplaced.append(workspace_id)

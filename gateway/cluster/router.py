@@ -23,13 +23,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from gateway.asgi import off_loop
 from gateway.cluster.fencing import Fence
 from gateway.cluster.placement import Forward, Local, Route, Unavailable, moving_retry_after, place, route
 from gateway.control.nodes import PlacementError
 from gateway.control.records import Node, Placement
+from gateway.control.store import ControlPlane
 from gateway.errors import (
     ControlPlaneUnavailable,
     NodeUnavailable,
@@ -44,16 +44,6 @@ TTL_S = 0.5
 #: How long a placement refused by a move's final sync is reused (seconds): the switch that ends
 #: the refusal is seen within this.
 REFUSING_TTL_S = 0.05
-
-
-class _Placements(Protocol):
-    def nodes(self) -> list[Node]: ...
-
-    def placement(self, workspace_id: str) -> Placement | None: ...
-
-    def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
-
-    def place(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +64,7 @@ class _Seen:
 class Router:
     def __init__(
         self,
-        store: _Placements,
+        store: ControlPlane,
         config: RouterConfig,
         *,
         ttl: float = TTL_S,
@@ -104,20 +94,22 @@ class Router:
         self.forget(workspace_id)
 
     def _lookup(self, workspace_id: str, now: float) -> _Seen:
-        placement = self.store.placement(workspace_id)
+        placement = self.store.nodes.placement(workspace_id)
         if placement is None and self.has_folder(workspace_id):
             # a workspace from before the nodes (or placed nowhere yet) whose folder is on this disk:
             # it is served where its files are, never opened empty on the least-loaded node
-            placement = self.store.place_on(workspace_id, self.config.here, now=now, lease=self.config.lease)
+            placement = self.store.nodes.place_on(
+                workspace_id, self.config.here, now=now, lease=self.config.lease
+            )
         if placement is None:
             placement = place(
-                self.store,
+                self.store.nodes,
                 workspace_id,
                 now=now,
                 heartbeat_timeout=self.config.heartbeat_timeout,
                 lease=self.config.lease,
             )
-        return _Seen(placement, tuple(self.store.nodes()), now)
+        return _Seen(placement, tuple(self.store.nodes.all()), now)
 
     async def route(self, workspace_id: str) -> Route:
         """Serve here, forward to the owner, or refuse (503 + Retry-After) — never a second engine."""

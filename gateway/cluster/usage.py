@@ -7,16 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from gateway.cluster.move.driver import NodeCalls
 from gateway.cluster.placement import is_live
 from gateway.control.records import Node
+from gateway.control.store import ControlPlane
 from gateway.errors import GatewayError, NodeUnavailable
-
-
-class _Nodes(Protocol):
-    def nodes(self) -> list[Node]: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ def node_state(node: Node, *, now: float, heartbeat_timeout: float) -> str:
 
 
 def usage_on(
-    store: _Nodes,
+    store: ControlPlane,
     workspace_id: str,
     name: str,
     *,
@@ -48,7 +44,7 @@ def usage_on(
 ) -> NodeUsage:
     """Node ``name``'s figures for its folder of ``workspace_id``; raises
     :class:`~gateway.errors.NodeUnavailable` when it cannot give them."""
-    node = next((n for n in store.nodes() if n.name == name), None)
+    node = next((n for n in store.nodes.all() if n.name == name), None)
     if node is None:
         raise NodeUnavailable(f"node {name!r} unavailable: it is not registered", retry_after=0.0)
     state = node_state(node, now=clock(), heartbeat_timeout=heartbeat_timeout)

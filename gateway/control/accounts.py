@@ -1,26 +1,19 @@
 """The control plane's account queries (``gw:signin``): browser sessions, login failures, invite
-codes and upstream OpenID Connect identities. Mixed into :class:`~gateway.control.store.ControlPlane`;
-like it, every method is one short transaction and the only SQL about accounts lives here.
+codes and upstream OpenID Connect identities. Every method is one short transaction and the only
+SQL about accounts lives here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Protocol
 
+from gateway.control.audit import Audit
 from gateway.control.clock import utc_in, utcnow
-from gateway.control.plane import AuditedPlane
-from gateway.control.records import Owner, Session, Workspace
+from gateway.control.db import Database
+from gateway.control.owners import Owners
+from gateway.control.records import Owner, Session
 from gateway.errors import InviteInvalid, OwnerNotFound
-
-
-class _Plane(AuditedPlane, Protocol):
-    """What these queries need from the control plane they are mixed into."""
-
-    def create_owner(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]: ...
-
-    def owner_by_email(self, email: str) -> Owner: ...
 
 
 def hash_secret(secret: str) -> str:
@@ -43,11 +36,14 @@ def _session(row: tuple[object, ...]) -> Session:
     return Session(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]))
 
 
-class AccountQueries:
+class Accounts:
+    def __init__(self, db: Database, audit: Audit, owners: Owners) -> None:
+        self._db, self._audit, self._owners = db, audit, owners
+
     # -- sessions -----------------------------------------------------------------------------
 
     def create_session(
-        self: _Plane,
+        self,
         owner_id: str,
         *,
         max_age: float,
@@ -73,7 +69,7 @@ class AccountQueries:
         assert row is not None
         return _session(row), secret
 
-    def session_by_secret(self: _Plane, secret: str) -> Session | None:
+    def session_by_secret(self, secret: str) -> Session | None:
         """The live session a cookie names, or None (unknown, ended, expired, or owner disabled)."""
         row = self._db.execute(
             _SESSION_SELECT + " WHERE s.token_hash = ? AND s.ended_at IS NULL AND s.expires_at > ? "
@@ -82,7 +78,7 @@ class AccountQueries:
         ).fetchone()
         return None if row is None else _session(row)
 
-    def end_session(self: _Plane, session: Session, *, remote: str | None) -> None:
+    def end_session(self, session: Session, *, remote: str | None) -> None:
         """Sign out: the session stops working at once (audited as ``signout``)."""
         with self._db.transaction():
             self._db.execute(
@@ -93,7 +89,7 @@ class AccountQueries:
 
     # -- login throttling ---------------------------------------------------------------------
 
-    def login_failures(self: _Plane, key: str, *, window: float) -> int:
+    def login_failures(self, key: str, *, window: float) -> int:
         """How many failed sign-ins ``key`` has had in the last ``window`` seconds."""
         row = self._db.execute(
             "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, utc_in(-window))
@@ -101,7 +97,7 @@ class AccountQueries:
         return int(row[0]) if row else 0
 
     def record_login_failure(
-        self: _Plane,
+        self,
         keys: tuple[str, ...],
         *,
         owner_id: str | None,
@@ -115,7 +111,7 @@ class AccountQueries:
                 self._db.execute("INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, now))
             self._audit("signin.failure", owner_id, None, None, remote, detail)
 
-    def signed_in_from(self: _Plane, owner_id: str, remote: str | None, *, within: float) -> bool:
+    def signed_in_from(self, owner_id: str, remote: str | None, *, within: float) -> bool:
         """Whether the owner started a session from ``remote`` in the last ``within`` seconds."""
         if not remote:
             return False
@@ -125,18 +121,18 @@ class AccountQueries:
         ).fetchone()
         return row is not None
 
-    def forget_login_failures(self: _Plane, *, older_than: float) -> None:
+    def forget_login_failures(self, *, older_than: float) -> None:
         """Drop failures older than ``older_than`` seconds: they no longer count against anyone."""
         with self._db.transaction():
             self._db.execute("DELETE FROM login_failures WHERE at < ?", (utc_in(-older_than),))
 
-    def clear_login_failures(self: _Plane, key: str) -> None:
+    def clear_login_failures(self, key: str) -> None:
         with self._db.transaction():
             self._db.execute("DELETE FROM login_failures WHERE key = ?", (key,))
 
     # -- sign-up and invites ------------------------------------------------------------------
 
-    def create_invite(self: _Plane, note: str | None = None) -> str:
+    def create_invite(self, note: str | None = None) -> str:
         """A single-use invite code (returned once; only its hash is stored)."""
         code = secrets.token_urlsafe(12)
         invite_id = f"inv_{secrets.token_hex(8)}"
@@ -149,7 +145,7 @@ class AccountQueries:
         return code
 
     def sign_up(
-        self: _Plane,
+        self,
         email: str,
         password_hash: str | None,
         *,
@@ -168,7 +164,7 @@ class AccountQueries:
                 if row is None:
                     raise InviteInvalid("that invite code is unknown or already used; ask for a new one")
                 invite_id = str(row[0])
-            owner, workspace = self.create_owner(email, password_hash)
+            owner, workspace = self._owners.create_owner(email, password_hash)
             if invite_id is not None:
                 spent = self._db.execute(
                     "UPDATE invites SET used_at = ?, used_by = ? WHERE id = ? AND used_at IS NULL",
@@ -183,7 +179,7 @@ class AccountQueries:
 
     # -- upstream OpenID Connect identities ---------------------------------------------------
 
-    def owner_by_identity(self: _Plane, issuer: str, subject: str) -> Owner:
+    def owner_by_identity(self, issuer: str, subject: str) -> Owner:
         row = self._db.execute(
             "SELECT o.email FROM owner_identities i JOIN owners o ON o.id = i.owner_id "
             "WHERE i.issuer = ? AND i.subject = ? AND o.disabled_at IS NULL",
@@ -191,9 +187,9 @@ class AccountQueries:
         ).fetchone()
         if row is None:
             raise OwnerNotFound(f"no owner is linked to {subject!r} at {issuer}")
-        return self.owner_by_email(str(row[0]))
+        return self._owners.owner_by_email(str(row[0]))
 
-    def link_identity(self: _Plane, issuer: str, subject: str, owner_id: str, email: str | None) -> None:
+    def link_identity(self, issuer: str, subject: str, owner_id: str, email: str | None) -> None:
         with self._db.transaction():
             self._db.execute(
                 "INSERT INTO owner_identities (issuer, subject, owner_id, email, created_at) "

@@ -1,16 +1,16 @@
 """Erasing an owner's account (SPEC §5 ``life:delete``: "account erasure is self-serve and removes
-everything"), the control plane's half. Mixed into :class:`~gateway.control.store.ControlPlane`.
+everything"), the control plane's half.
 
 It runs in two steps around the work only the gateway can do (stopping the owner's engines and
 deleting their workspace folders):
 
-1. :meth:`ErasureQueries.lock_out_owner` — in one transaction the owner is disabled, every
+1. :meth:`Erasure.lock_out_owner` — in one transaction the owner is disabled, every
    connection and token revoked and every session ended, so nothing they held works any more and
    no new call can start one of their engines. Refused (nothing changes) while one of their
    workspaces is being moved; and no move of a workspace of a locked-out owner begins
-   (:meth:`~gateway.control.moves.MoveQueries.begin_move`): both take the owner's row first, so
+   (:meth:`~gateway.control.moves.Moves.begin_move`): both take the owner's row first, so
    one of the two always sees the other;
-2. :meth:`ErasureQueries.forget_owner` — every row about the owner is deleted (workspaces,
+2. :meth:`Erasure.forget_owner` — every row about the owner is deleted (workspaces,
    connections, tokens, sessions, identities, pending OAuth codes), the owner's earlier audit
    events keep their kind and time but lose their details and address, and one ``account.erase``
    event remains, naming the erased owner only by its opaque id.
@@ -18,24 +18,22 @@ deleting their workspace folders):
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from gateway.control.accounts import account_key
+from gateway.control.audit import Audit
 from gateway.control.clock import utcnow
-from gateway.control.plane import AuditedPlane
+from gateway.control.db import Database
+from gateway.control.owners import Owners
 from gateway.control.records import Workspace
 from gateway.errors import MoveUnderWay, OwnerNotFound
-
-
-class _Plane(AuditedPlane, Protocol):
-    def workspaces(self, owner_id: str) -> list[Workspace]: ...
-
 
 _OWNED_TOKENS = "connection_id IN (SELECT id FROM connections WHERE owner_id = ?)"
 
 
-class ErasureQueries:
-    def lock_out_owner(self: _Plane, owner_id: str, *, remote: str | None) -> list[Workspace]:
+class Erasure:
+    def __init__(self, db: Database, audit: Audit, owners: Owners) -> None:
+        self._db, self._audit, self._owners = db, audit, owners
+
+    def lock_out_owner(self, owner_id: str, *, remote: str | None) -> list[Workspace]:
         """Disable the owner, revoke every connection and token, end every session (one transaction);
         returns the workspaces to erase. Audited as ``account.erase.begin``. Raises
         :class:`MoveUnderWay` (nothing changed) while one of the owner's workspaces is being moved."""
@@ -70,11 +68,11 @@ class ErasureQueries:
             self._db.execute(
                 "UPDATE sessions SET ended_at = ? WHERE owner_id = ? AND ended_at IS NULL", (now, owner_id)
             )
-            workspaces = self.workspaces(owner_id)
+            workspaces = self._owners.workspaces(owner_id)
             self._audit("account.erase.begin", owner_id, None, None, remote, {"workspaces": len(workspaces)})
         return workspaces
 
-    def owner_being_erased(self: _Plane, email: str) -> tuple[str, list[Workspace]]:
+    def owner_being_erased(self, email: str) -> tuple[str, list[Workspace]]:
         """The id and workspaces of the locked-out owner with ``email`` (an erase that began and did
         not finish), or :class:`OwnerNotFound` saying so."""
         row = self._db.execute(
@@ -86,9 +84,9 @@ class ErasureQueries:
                 f"no account being erased has email {email!r}: only an erase that began on the Account "
                 "page and could not delete every file is finished here; nothing was changed"
             )
-        return str(row[0]), self.workspaces(str(row[0]))
+        return str(row[0]), self._owners.workspaces(str(row[0]))
 
-    def being_erased(self: _Plane, workspace_id: str) -> bool:
+    def being_erased(self, workspace_id: str) -> bool:
         """Whether the workspace's owner is locked out by an erase that has not finished."""
         row = self._db.execute(
             "SELECT 1 FROM workspaces w JOIN owners o ON o.id = w.owner_id "
@@ -97,7 +95,7 @@ class ErasureQueries:
         ).fetchone()
         return row is not None
 
-    def forget_owner(self: _Plane, owner_id: str) -> dict[str, int]:
+    def forget_owner(self, owner_id: str) -> dict[str, int]:
         """Delete every row about a locked-out owner; returns how many of each kind went. Audited as
         ``account.erase`` (the owner's id and the counts, nothing personal)."""
         with self._db.transaction():

@@ -1,6 +1,5 @@
 """A node lost for good (``run:scale-out``): the control plane's side of ``almanac node lost NAME --confirm``
-and of its undo. Mixed into :class:`~gateway.control.store.ControlPlane`; what a lost node means for
-routing is :func:`gateway.cluster.placement.route`.
+and of its undo. What a lost node means for routing is :func:`gateway.cluster.placement.route`.
 
 Declaring a node lost is one transaction: the node is marked (``nodes.lost_at``), every move under
 way from or to it is called off (its source or target will never answer), and an audit event
@@ -16,15 +15,19 @@ called from :meth:`gateway.cluster.moves.MoveEndpoints.tend`).
 
 from __future__ import annotations
 
+from gateway.control.audit import Audit
 from gateway.control.clock import epoch, iso
-from gateway.control.moves import MoveQueries
-from gateway.control.plane import AuditedPlane
+from gateway.control.db import Database
+from gateway.control.moves import Moves
 from gateway.control.records import LostNode, LostWorkspace
 from gateway.errors import BadRequest
 
 
-class LostQueries:
-    def lost_workspaces(self: AuditedPlane) -> list[LostWorkspace]:
+class LostNodes:
+    def __init__(self, db: Database, audit: Audit, moves: Moves) -> None:
+        self._db, self._audit, self._moves = db, audit, moves
+
+    def lost_workspaces(self) -> list[LostWorkspace]:
         """The workspaces placed on a node declared lost, or on a node running on a volume that is
         not its own (an empty or swapped data directory), by node then workspace id."""
         rows = self._db.execute(
@@ -44,9 +47,7 @@ class LostQueries:
             for r in rows
         ]
 
-    def mark_node_lost(
-        self: AuditedPlane, name: str, *, now: float, heartbeat_timeout: float, force: bool
-    ) -> LostNode:
+    def mark_node_lost(self, name: str, *, now: float, heartbeat_timeout: float, force: bool) -> LostNode:
         """Declare ``name`` lost (idempotent). Refused (:class:`BadRequest`, nothing changed) for an
         unknown node, or one heard from within ``heartbeat_timeout`` seconds unless ``force``."""
         with self._db.transaction():
@@ -77,8 +78,8 @@ class LostQueries:
             reason = f"node {name} was declared lost"
             called_off = []
             for (move_id,) in moving:
-                move = MoveQueries.move_record(self, str(move_id))
-                if move is not None and MoveQueries.abort_move(self, move, now=now, reason=reason):
+                move = self._moves.move_record(str(move_id))
+                if move is not None and self._moves.abort_move(move, now=now, reason=reason):
                     called_off.append(move)
             self._audit(
                 "node.lost",
@@ -90,7 +91,7 @@ class LostQueries:
             )
         return LostNode(name, placed, tuple(called_off), already=False)
 
-    def node_found(self: AuditedPlane, name: str) -> int:
+    def node_found(self, name: str) -> int:
         """Undo :meth:`mark_node_lost`: the node's disk came back after all; it serves the workspaces
         still placed on it again (not those restored elsewhere meanwhile). Returns how many."""
         with self._db.transaction():
@@ -109,7 +110,7 @@ class LostQueries:
             self._audit("node.found", None, None, None, None, {"node": name, "workspaces": placed})
         return placed
 
-    def remember_lost_copy(self: AuditedPlane, node: str, workspace_id: str, *, now: float) -> None:
+    def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None:
         """An account erase went on without the copy on lost ``node``: should the node come back
         with its disk, it deletes that folder (:meth:`lost_copies_to_erase`)."""
         self._db.execute(
@@ -118,7 +119,7 @@ class LostQueries:
             (node, workspace_id, iso(now)),
         )
 
-    def lost_copies_to_erase(self: AuditedPlane, node: str) -> list[str]:
+    def lost_copies_to_erase(self, node: str) -> list[str]:
         """The workspaces whose folder ``node`` must delete: erased (their row gone) while the node
         was lost."""
         rows = self._db.execute(
@@ -128,7 +129,7 @@ class LostQueries:
         )
         return [str(r[0]) for r in rows]
 
-    def forget_lost_copy(self: AuditedPlane, node: str, workspace_id: str) -> None:
+    def forget_lost_copy(self, node: str, workspace_id: str) -> None:
         self._db.execute(
             "DELETE FROM erased_copies WHERE node = ? AND workspace_id = ?", (node, workspace_id)
         )

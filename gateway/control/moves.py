@@ -1,6 +1,6 @@
 """The control plane's side of moving a workspace between nodes (``run:scale-out``): the placement's
-move columns and the ``moves`` record — the only SQL about them. Mixed into
-:class:`~gateway.control.store.ControlPlane`; what the records mean is :mod:`gateway.cluster.journal`.
+move columns and the ``moves`` record — the only SQL about them. What the records mean is
+:mod:`gateway.cluster.journal`.
 
 The drain is a lease. :meth:`begin_move` marks the placement as moving (every node refuses the
 workspace) until ``move_deadline``; the command moving it pushes the deadline forward
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import secrets
 
+from gateway.control.audit import Audit
 from gateway.control.clock import epoch, iso
-from gateway.control.plane import AuditedPlane
+from gateway.control.db import Database
 from gateway.control.records import MoveRecord, State
 from gateway.errors import BadRequest, MoveCalledOff
 
@@ -44,55 +45,20 @@ def _record(row: tuple[object, ...]) -> MoveRecord:
     )
 
 
-def _audit_move(plane: AuditedPlane, kind: str, move: MoveRecord, **detail: object) -> None:
-    row = plane._db.execute("SELECT owner_id FROM workspaces WHERE id = ?", (move.workspace_id,)).fetchone()
-    owner = None if row is None else str(row[0])
-    plane._audit(
-        kind,
-        owner,
-        move.workspace_id,
-        None,
-        None,
-        {"move": move.id, "source": move.source, "target": move.target, **detail},
-    )
+class Moves:
+    def __init__(self, db: Database, audit: Audit) -> None:
+        self._db, self._audit = db, audit
 
-
-def _call_off_lapsed(plane: AuditedPlane, move_ids: list[str], *, now: float) -> list[MoveRecord]:
-    """Call off each of these moves whose deadline has still passed (one transaction each; a move
-    advanced or flipped meanwhile is left alone)."""
-    lapsed = []
-    for move_id in move_ids:
-        with plane._db.transaction():
-            cleared = plane._db.execute(
-                "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL, "
-                "move_copying = 0, move_sync_ends = NULL "
-                "WHERE move_id = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
-                (move_id, iso(now)),
-            ).rowcount
-            move = MoveQueries.move_record(plane, move_id)
-            if cleared == 0 or move is None:
-                continue  # advanced or flipped meanwhile
-            reason = "its command stopped advancing it before its deadline"
-            plane._db.execute(
-                "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
-                (iso(now), reason, move.id),
-            )
-            _audit_move(plane, "workspace.move.call_off", move, reason=reason)
-        lapsed.append(move)
-    return lapsed
-
-
-class MoveQueries:
-    def move_record(self: AuditedPlane, move_id: str) -> MoveRecord | None:
+    def move_record(self, move_id: str) -> MoveRecord | None:
         row = self._db.execute(_MOVES + " WHERE id = ?", (move_id,)).fetchone()
         return None if row is None else _record(row)
 
-    def moves_of(self: AuditedPlane, workspace_id: str) -> list[MoveRecord]:
+    def moves_of(self, workspace_id: str) -> list[MoveRecord]:
         """The workspace's moves, oldest first."""
         rows = self._db.execute(_MOVES + " WHERE workspace_id = ? ORDER BY began_at, id", (workspace_id,))
         return [_record(r) for r in rows]
 
-    def moves_leaving_copies(self: AuditedPlane) -> list[MoveRecord]:
+    def moves_leaving_copies(self) -> list[MoveRecord]:
         """The moves that may have left a copy behind — switched but not cleaned (the old copy on
         the source), called off but not discarded (the unused copy on the target) — of every
         workspace and every move, not only the last: each one unless a later move of its workspace
@@ -108,7 +74,7 @@ class MoveQueries:
         return [_record(r) for r in rows]
 
     def begin_move(
-        self: AuditedPlane,
+        self,
         workspace_id: str,
         source: str,
         target: str,
@@ -151,12 +117,10 @@ class MoveQueries:
                 "VALUES (?, ?, ?, ?, 'draining', ?, ?)",
                 (move.id, workspace_id, source, target, iso(now), iso(now)),
             )
-            _audit_move(self, "workspace.move.begin", move)
+            self._audit_move("workspace.move.begin", move)
         return move
 
-    def advance_move(
-        self: AuditedPlane, move_id: str, *, now: float, timeout: float, state: State | None = None
-    ) -> None:
+    def advance_move(self, move_id: str, *, now: float, timeout: float, state: State | None = None) -> None:
         """The move's command is still at work: its deadline becomes ``now + timeout`` (and its
         record ``state``). Raises :class:`MoveCalledOff` when it is no longer under way."""
         with self._db.transaction():
@@ -171,9 +135,7 @@ class MoveQueries:
                     "UPDATE moves SET state = ?, updated_at = ? WHERE id = ?", (state, iso(now), move_id)
                 )
 
-    def begin_final_sync(
-        self: AuditedPlane, move_id: str, *, now: float, timeout: float, ends: float
-    ) -> None:
+    def begin_final_sync(self, move_id: str, *, now: float, timeout: float, ends: float) -> None:
         """The move's final sync begins: every node refuses the workspace from now on (its calls told
         to wait until ``ends``, the sync's expected end), and the deadline becomes ``now + timeout``.
         Raises :class:`MoveCalledOff` when the move is no longer under way."""
@@ -190,7 +152,7 @@ class MoveQueries:
                 (iso(now), iso(now), move_id),
             )
 
-    def finish_move(self: AuditedPlane, move: MoveRecord, *, now: float, lease: float) -> None:
+    def finish_move(self, move: MoveRecord, *, now: float, lease: float) -> None:
         """Flip the placement to the move's target (its lease starts now) — only while this very
         move is under way: a move called off, or replaced by another, is refused."""
         with self._db.transaction():
@@ -219,9 +181,9 @@ class MoveQueries:
                 "UPDATE moves SET state = 'flipped', updated_at = ?, sync_ended_at = ? WHERE id = ?",
                 (iso(now), iso(now), move.id),
             )
-            _audit_move(self, "workspace.move.flip", move)
+            self._audit_move("workspace.move.flip", move)
 
-    def abort_move(self: AuditedPlane, move: MoveRecord, *, now: float, reason: str) -> bool:
+    def abort_move(self, move: MoveRecord, *, now: float, reason: str) -> bool:
         """Call the move off: the workspace stays on its source and is served there again. False
         (nothing changed) when it was no longer under way."""
         with self._db.transaction():
@@ -237,19 +199,19 @@ class MoveQueries:
                 "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
                 (iso(now), reason, move.id),
             )
-            _audit_move(self, "workspace.move.call_off", move, reason=reason)
+            self._audit_move("workspace.move.call_off", move, reason=reason)
         return True
 
-    def call_off_lapsed_moves(self: AuditedPlane, source: str, *, now: float) -> list[MoveRecord]:
+    def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]:
         """Call off every move away from ``source`` whose deadline has passed (its command stopped
         advancing it: killed, its terminal closed). Returns the moves called off."""
         rows = self._db.execute(
             "SELECT move_id FROM placements WHERE node = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
             (source, iso(now)),
         ).fetchall()
-        return _call_off_lapsed(self, [str(r[0]) for r in rows], now=now)
+        return self._call_off_lapsed([str(r[0]) for r in rows], now=now)
 
-    def call_off_lapsed_restores(self: AuditedPlane, *, now: float) -> list[MoveRecord]:
+    def call_off_lapsed_restores(self, *, now: float) -> list[MoveRecord]:
         """Call off every restore (a move away from a node declared lost, which never calls anything
         off itself) whose deadline has passed: its workspace is lost again, and the restore's target
         removes what it received (every live node asks, at each heartbeat). Returns them."""
@@ -258,9 +220,9 @@ class MoveQueries:
             "WHERE n.lost_at IS NOT NULL AND p.moving_to IS NOT NULL AND p.move_deadline <= ?",
             (iso(now),),
         ).fetchall()
-        return _call_off_lapsed(self, [str(r[0]) for r in rows], now=now)
+        return self._call_off_lapsed([str(r[0]) for r in rows], now=now)
 
-    def record_move(self: AuditedPlane, move_id: str, state: State, *, now: float, note: str = "") -> None:
+    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None:
         """A step after the flip: the target ``served`` it, the source's copy ``cleaned`` up (audited),
         the target's unused copy ``discarded``; or a ``note`` on what failed."""
         with self._db.transaction():
@@ -268,6 +230,44 @@ class MoveQueries:
                 "UPDATE moves SET state = ?, updated_at = ?, note = ? WHERE id = ?",
                 (state, iso(now), note, move_id),
             )
-            move = MoveQueries.move_record(self, move_id)
+            move = self.move_record(move_id)
             if move is not None and state in ("cleaned", "discarded"):
-                _audit_move(self, f"workspace.move.{state}", move)
+                self._audit_move(f"workspace.move.{state}", move)
+
+    def _audit_move(self, kind: str, move: MoveRecord, **detail: object) -> None:
+        row = self._db.execute(
+            "SELECT owner_id FROM workspaces WHERE id = ?", (move.workspace_id,)
+        ).fetchone()
+        owner = None if row is None else str(row[0])
+        self._audit(
+            kind,
+            owner,
+            move.workspace_id,
+            None,
+            None,
+            {"move": move.id, "source": move.source, "target": move.target, **detail},
+        )
+
+    def _call_off_lapsed(self, move_ids: list[str], *, now: float) -> list[MoveRecord]:
+        """Call off each of these moves whose deadline has still passed (one transaction each; a move
+        advanced or flipped meanwhile is left alone)."""
+        lapsed = []
+        for move_id in move_ids:
+            with self._db.transaction():
+                cleared = self._db.execute(
+                    "UPDATE placements SET moving_to = NULL, move_id = NULL, move_deadline = NULL, "
+                    "move_copying = 0, move_sync_ends = NULL "
+                    "WHERE move_id = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
+                    (move_id, iso(now)),
+                ).rowcount
+                move = self.move_record(move_id)
+                if cleared == 0 or move is None:
+                    continue  # advanced or flipped meanwhile
+                reason = "its command stopped advancing it before its deadline"
+                self._db.execute(
+                    "UPDATE moves SET state = 'called_off', updated_at = ?, note = ? WHERE id = ?",
+                    (iso(now), reason, move.id),
+                )
+                self._audit_move("workspace.move.call_off", move, reason=reason)
+            lapsed.append(move)
+        return lapsed

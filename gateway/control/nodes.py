@@ -1,7 +1,6 @@
-"""The control plane's nodes and placements (``run:scale-out``): the only SQL about them. Mixed
-into :class:`~gateway.control.store.ControlPlane`. The decisions (which node takes a new
-workspace, where a call goes) are pure functions in :mod:`gateway.cluster.placement`, which passes
-the node it chose to :meth:`NodeQueries.place`.
+"""The control plane's nodes and placements (``run:scale-out``): the only SQL about them. The
+decisions (which node takes a new workspace, where a call goes) are pure functions in
+:mod:`gateway.cluster.placement`, which passes the node it chose to :meth:`Nodes.place`.
 
 Every method takes ``now`` (epoch seconds) from the caller, like the OAuth queries. Placing a
 workspace is race-free across gateways: the row is inserted with ``ON CONFLICT DO NOTHING`` and read
@@ -9,8 +8,6 @@ back, so whoever inserted first decides, and everyone then sees the same node.
 """
 
 from __future__ import annotations
-
-from typing import Protocol
 
 from gateway.control.clock import epoch, iso
 from gateway.control.db import Database
@@ -22,16 +19,17 @@ class PlacementError(Exception):
     """No node can take a new workspace (the message says why)."""
 
 
+class NameTaken(Exception):
+    """Another process started under this node's name since this one did (its fencing token is
+    stale): this process must renew nothing and serve nothing."""
+
+
 def node_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a node (1–63 of a-z, 0-9 and '-', like a host name), or None."""
     ok = 0 < len(name) <= 63 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in name)
     if not ok or name.startswith("-") or name.endswith("-"):
         return f"a node name must be 1–63 of a-z, 0-9 and '-' (like a host name), got {name!r}"
     return None
-
-
-class _Plane(Protocol):
-    _db: Database
 
 
 _NODES = """
@@ -55,11 +53,6 @@ def _node(row: tuple[object, ...]) -> Node:
     )
 
 
-class NameTaken(Exception):
-    """Another process started under this node's name since this one did (its fencing token is
-    stale): this process must renew nothing and serve nothing."""
-
-
 def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
     """A node name (1–63 of a-z, 0-9, '-', like a DNS label) and an http(s) URL to reach it."""
     name = name.strip()
@@ -71,8 +64,11 @@ def validate_node(name: str, advertise_url: str) -> tuple[str, str]:
     return name, advertise_url.rstrip("/")
 
 
-class NodeQueries:
-    def register_node(self: _Plane, name: str, advertise_url: str, *, now: float) -> Node:
+class Nodes:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def register_node(self, name: str, advertise_url: str, *, now: float) -> Node:
         """Add a node, or bring a known one back (new URL, heartbeat now). A node marked draining
         stays draining across its restarts (only ``set_draining`` changes that), and one declared
         lost stays lost (only ``node_found`` changes that)."""
@@ -89,7 +85,7 @@ class NodeQueries:
         assert row is not None
         return _node(row)
 
-    def node_volume(self: _Plane, name: str) -> NodeVolume:
+    def node_volume(self, name: str) -> NodeVolume:
         """The volume identity recorded for ``name`` and how many workspaces are placed on it."""
         row = self._db.execute("SELECT volume_id FROM nodes WHERE name = ?", (name,)).fetchone()
         placed = self._db.execute("SELECT count(*) FROM placements WHERE node = ?", (name,)).fetchone()
@@ -97,7 +93,7 @@ class NodeQueries:
         return NodeVolume(recorded, 0 if placed is None else int(str(placed[0])))
 
     def join_node(
-        self: _Plane, name: str, advertise_url: str, *, now: float, volume_seen: str, adopt: bool
+        self, name: str, advertise_url: str, *, now: float, volume_seen: str, adopt: bool
     ) -> Joined:
         """A process starts under ``name`` (it holds the name's lock): registered as by
         :meth:`register_node`, with a new fencing token (``generation``), the volume identity it found
@@ -105,7 +101,7 @@ class NodeQueries:
         Returns the token and the latest lease a previous process under the name held, which this
         one must let run out before it serves (that process may not know yet that it was replaced)."""
         with self._db.transaction():
-            node = NodeQueries.register_node(self, name, advertise_url, now=now)
+            node = self.register_node(name, advertise_url, now=now)
             self._db.execute(
                 "UPDATE nodes SET generation = generation + 1, volume_seen = ?, "
                 "volume_id = CASE WHEN ? = 1 THEN ? ELSE volume_id END WHERE name = ?",
@@ -120,7 +116,7 @@ class NodeQueries:
         previous = max((epoch(str(r[0])) for r in leases), default=0.0)
         return Joined(_node(refreshed), int(str(row[0])), previous)
 
-    def release_node(self: _Plane, name: str, generation: int, *, now: float) -> int:
+    def release_node(self, name: str, generation: int, *, now: float) -> int:
         """A process under ``name`` stops (its engines stopped): its leases end now, so the next
         process under the name need not wait for them — unless the name was taken meanwhile."""
         return self._db.execute(
@@ -129,7 +125,7 @@ class NodeQueries:
             (iso(now), name, name, generation),
         ).rowcount
 
-    def heartbeat(self: _Plane, name: str, *, now: float, lease: float, generation: int | None = None) -> int:
+    def heartbeat(self, name: str, *, now: float, lease: float, generation: int | None = None) -> int:
         """The node is alive: record it and renew the leases of every workspace placed on it until
         ``now + lease``. Returns how many leases were renewed (an unknown node renews none, nor
         does a node declared lost: its beat is recorded, so ``node list`` shows it is running).
@@ -157,17 +153,18 @@ class NodeQueries:
                 "UPDATE placements SET lease_expires_at = ? WHERE node = ?", (iso(now + lease), name)
             ).rowcount
 
-    def set_draining(self: _Plane, name: str, draining: bool) -> None:
+    def set_draining(self, name: str, draining: bool) -> None:
         if (
             self._db.execute("UPDATE nodes SET draining = ? WHERE name = ?", (int(draining), name)).rowcount
             == 0
         ):
             raise BadRequest(f"no node named {name!r}")
 
-    def nodes(self: _Plane) -> list[Node]:
+    def all(self) -> list[Node]:
+        """Every node, by name."""
         return [_node(r) for r in self._db.execute(_NODES + " ORDER BY n.name")]
 
-    def placement(self: _Plane, workspace_id: str) -> Placement | None:
+    def placement(self, workspace_id: str) -> Placement | None:
         row = self._db.execute(
             "SELECT workspace_id, node, lease_expires_at, moving_to, move_id, move_deadline, move_copying, "
             "move_sync_ends FROM placements WHERE workspace_id = ?",
@@ -190,7 +187,7 @@ class NodeQueries:
             move_sync_ends=sync_ends,
         )
 
-    def place_on(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
+    def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
         """Place a workspace that is nowhere yet on ``node`` (a move of a workspace never served, one
         whose folder is on that node's disk). Raises :class:`PlacementError` for a node declared
         lost or misplaced (on a volume not its own): nothing is placed on it."""
@@ -201,14 +198,14 @@ class NodeQueries:
             "ON CONFLICT (workspace_id) DO NOTHING",
             (workspace_id, node, iso(now + lease), iso(now), node),
         )
-        placed = NodeQueries.placement(self, workspace_id)
+        placed = self.placement(workspace_id)
         if placed is None:
             raise PlacementError(
                 f"node {node!r} was declared lost or runs on a volume not its own; nothing is placed on it"
             )
         return placed
 
-    def place(self: _Plane, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
+    def place(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement:
         """Where ``workspace_id`` lives: placed on ``node`` (chosen by
         :func:`gateway.cluster.placement.place`) unless it is placed already — whoever inserted first
         decides, and everyone then reads the same node."""
@@ -217,6 +214,6 @@ class NodeQueries:
             "ON CONFLICT (workspace_id) DO NOTHING",
             (workspace_id, node, iso(now + lease), iso(now)),
         )
-        placed = NodeQueries.placement(self, workspace_id)
+        placed = self.placement(workspace_id)
         assert placed is not None
         return placed

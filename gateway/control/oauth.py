@@ -13,13 +13,14 @@ import secrets
 from typing import Any
 
 from gateway.control import tokens
+from gateway.control.audit import Audit
 from gateway.control.clock import epoch, iso
+from gateway.control.connections import Connections
 from gateway.control.db import Database
 from gateway.control.records import (
     AccessRecord,
     ClientRecord,
     CodeRecord,
-    Connection,
     ConsentChoice,
     IssuedTokens,
     RefreshRecord,
@@ -28,24 +29,9 @@ from gateway.control.records import (
 from gateway.errors import InvalidGrant
 
 
-class OAuthQueries:
-    """Mixed into :class:`~gateway.control.store.ControlPlane` (which provides ``_db``/``_audit``)."""
-
-    _db: Database
-
-    def _audit(
-        self,
-        kind: str,
-        owner_id: str | None,
-        workspace_id: str | None,
-        connection_id: str | None,
-        remote: str | None,
-        detail: dict[str, object],
-    ) -> None:  # pragma: no cover - provided by ControlPlane
-        raise NotImplementedError
-
-    def connection(self, connection_id: str) -> Connection:  # pragma: no cover - provided by ControlPlane
-        raise NotImplementedError
+class OAuth:
+    def __init__(self, db: Database, audit: Audit, connections: Connections) -> None:
+        self._db, self._audit, self._connections = db, audit, connections
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -378,7 +364,7 @@ class OAuthQueries:
                 if spent.rowcount != 1:  # another gateway rotated it between our read and this write
                     raise InvalidGrant("refresh token was already used")
                 issued = self._issue(connection_id, family_id, now, lifetimes)
-                con = self.connection(connection_id)
+                con = self._connections.connection(connection_id)
                 detail: dict[str, object] = {"grant": "refresh_token", "name": con.name}
                 self._audit(
                     "oauth.token_issue", con.owner_id, con.workspace_id, connection_id, remote, detail
@@ -423,7 +409,7 @@ class OAuthQueries:
     def _revoke_connection(
         self, connection_id: str, now: float, reason: str, remote: str | None, *, reuse: bool = False
     ) -> None:
-        con = self.connection(connection_id)
+        con = self._connections.connection(connection_id)
         self._db.execute(
             "UPDATE connections SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
             (iso(now), connection_id),

@@ -1,6 +1,6 @@
 """The control plane's password queries: setting an owner's password, and one-time reset links
-(``gw:signin``). Mixed into :class:`~gateway.control.store.ControlPlane`; every method is one short
-transaction, and the only SQL about passwords lives here.
+(``gw:signin``). Every method is one short transaction, and the only SQL about passwords lives
+here.
 
 A reset link's secret is random (256 bits) and stored only as its sha256, so a copy of the database
 cannot be turned into a working link. A link works once, until it expires, and only for an owner who
@@ -13,8 +13,9 @@ from __future__ import annotations
 import secrets
 
 from gateway.control.accounts import hash_secret
+from gateway.control.audit import Audit
 from gateway.control.clock import utc_in, utcnow
-from gateway.control.plane import AuditedPlane
+from gateway.control.db import Database
 from gateway.control.records import ResetLink
 from gateway.errors import OwnerNotFound, ResetLinkInvalid
 
@@ -25,10 +26,11 @@ LINK_INVALID = (
 )
 
 
-class PasswordQueries:
-    def set_password(
-        self: AuditedPlane, owner_id: str, password_hash: str, *, via: str, remote: str | None = None
-    ) -> None:
+class Passwords:
+    def __init__(self, db: Database, audit: Audit) -> None:
+        self._db, self._audit = db, audit
+
+    def set_password(self, owner_id: str, password_hash: str, *, via: str, remote: str | None = None) -> None:
         """Set an owner's password hash (audited as ``password.set``, with ``via`` saying how)."""
         with self._db.transaction():
             changed = self._db.execute(
@@ -39,7 +41,7 @@ class PasswordQueries:
                 raise OwnerNotFound(f"no owner {owner_id!r} who can sign in")
             self._audit("password.set", owner_id, None, None, remote, {"via": via})
 
-    def create_reset_link(self: AuditedPlane, owner_id: str, *, ttl: float) -> tuple[str, str]:
+    def create_reset_link(self, owner_id: str, *, ttl: float) -> tuple[str, str]:
         """A new one-time reset link for ``owner_id``, valid ``ttl`` seconds: (secret, expires_at).
         The secret is returned once, here, and never stored (audited as ``password.reset_link``)."""
         secret, link_id, now, expires = (
@@ -59,7 +61,7 @@ class PasswordQueries:
             )
         return secret, expires
 
-    def reset_link(self: AuditedPlane, secret: str) -> ResetLink | None:
+    def reset_link(self, secret: str) -> ResetLink | None:
         """The live link ``secret`` names, or None (unknown, used, expired, owner locked out)."""
         row = self._db.execute(
             "SELECT r.owner_id, o.email, r.expires_at "
@@ -69,7 +71,7 @@ class PasswordQueries:
         ).fetchone()
         return None if row is None else ResetLink(str(row[0]), str(row[1]), str(row[2]))
 
-    def refuse_reset_link(self: AuditedPlane, secret: str, *, remote: str | None) -> None:
+    def refuse_reset_link(self, secret: str, *, remote: str | None) -> None:
         """Record a password sent with a link that is unknown, used or expired (``password.reset_refused``,
         naming the owner when the link was theirs)."""
         row = self._db.execute(
@@ -80,7 +82,7 @@ class PasswordQueries:
                 "password.reset_refused", None if row is None else str(row[0]), None, None, remote, {}
             )
 
-    def use_reset_link(self: AuditedPlane, secret: str, password_hash: str, *, remote: str | None) -> str:
+    def use_reset_link(self, secret: str, password_hash: str, *, remote: str | None) -> str:
         """Spend the link ``secret`` to set its owner's password; returns the owner's id. Refused
         (:class:`ResetLinkInvalid`, nothing changed) when the link is unknown, used or expired."""
         now = utcnow()

@@ -238,7 +238,7 @@ class McpProxy:
         self.wall_clock = wall_clock
         if principals is None:
             principals = PrincipalCache(
-                lambda secret, now: store.authenticate(secret, now=iso(now)), clock=wall_clock
+                lambda secret, now: store.connections.authenticate(secret, now=iso(now)), clock=wall_clock
             )
         self.principals = principals
         self._touched: dict[str, float] = {}
@@ -287,7 +287,9 @@ class McpProxy:
         base = hdr.base_url(self.origin_policy, str(scope.get("scheme", "http")), host)
         origin = hdr.get(raw_headers, b"origin")
         if not hdr.origin_allowed(self.origin_policy, origin, base):
-            await off_loop(self.store.audit, "origin.denied", remote=remote, detail={"origin": origin})
+            await off_loop(
+                self.store.audit_log.record, "origin.denied", remote=remote, detail={"origin": origin}
+            )
             raise OriginNotAllowed(f"origin {origin!r} may not call this server")
         principal = await self.authenticate(raw_headers, base, remote)
         decision = self.limiter.check(principal.connection_id, self.clock())
@@ -396,7 +398,7 @@ class McpProxy:
         principal = await self.principals.principal(token)
         if principal is None:
             await off_loop(
-                self.store.audit,
+                self.store.audit_log.record,
                 "auth.denied",
                 remote=remote,
                 detail={"reason": "unknown, expired or revoked token", "prefix": token[:16]},
@@ -409,7 +411,7 @@ class McpProxy:
             )
         if principal.resource is not None and principal.resource != resource:
             await off_loop(
-                self.store.audit,
+                self.store.audit_log.record,
                 "auth.denied",
                 owner_id=principal.owner_id,
                 workspace_id=principal.workspace_id,
@@ -443,7 +445,7 @@ class McpProxy:
         if now - self._touched.get(connection_id, float("-inf")) >= _TOUCH_EVERY:
             self._touched[connection_id] = now
             try:
-                await off_loop(self.store.touch, connection_id)
+                await off_loop(self.store.connections.touch, connection_id)
             except ControlPlaneUnavailable:  # a call served from what this node knows: noted later
                 self._touched.pop(connection_id, None)
 

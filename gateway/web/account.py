@@ -109,7 +109,7 @@ def _too_fast(request: Request, refused: Refused, **values: Any) -> Response:
 def signed_in_response(request: Request, owner_id: str, next_path: str, *, method: str) -> Response:
     """Start a session for ``owner_id`` (audited) and send the browser on to ``next_path``."""
     ctx = context(request)
-    _session, secret = ctx.store.create_session(
+    _session, secret = ctx.store.accounts.create_session(
         owner_id,
         max_age=ctx.policy.session_max_age,
         remote=remote_of(request),
@@ -127,9 +127,9 @@ async def home(request: Request) -> Response:
         return login_redirect(request)
     store = context(request).store
     counts: dict[str, int] = {}
-    for connection in store.connections(session.owner_id):
+    for connection in store.connections.of_owner(session.owner_id):
         counts[connection.workspace_id] = counts.get(connection.workspace_id, 0) + 1
-    workspaces = store.workspaces(session.owner_id)
+    workspaces = store.owners.workspaces(session.owner_id)
     return render(
         request,
         "home.html",
@@ -169,22 +169,22 @@ async def login(request: Request) -> Response:
     limits = ctx.policy.throttle
     owner = None
     try:
-        owner = ctx.store.owner_by_email(email) if email else None
+        owner = ctx.store.owners.owner_by_email(email) if email else None
     except OwnerNotFound:
         owner = None
     owner_id = owner.id if owner else None
-    account_failures = ctx.store.login_failures(own_key, window=limits.window)
+    account_failures = ctx.store.accounts.login_failures(own_key, window=limits.window)
     over = accounts.throttled(
         limits,
-        pair_failures=ctx.store.login_failures(pair_key, window=limits.window),
-        address_failures=ctx.store.login_failures(address_key, window=limits.window),
+        pair_failures=ctx.store.accounts.login_failures(pair_key, window=limits.window),
+        address_failures=ctx.store.accounts.login_failures(address_key, window=limits.window),
         account_failures=account_failures,
         known_address=account_failures >= limits.per_account_total
         and owner is not None
-        and ctx.store.signed_in_from(owner.id, remote, within=accounts.KNOWN_ADDRESS_AGE),
+        and ctx.store.accounts.signed_in_from(owner.id, remote, within=accounts.KNOWN_ADDRESS_AGE),
     )
     if over is not None:
-        ctx.store.audit(
+        ctx.store.audit_log.record(
             "signin.throttled", owner_id=owner_id, remote=remote, detail={"email": email, "limit": over}
         )
         minutes = max(1, math.ceil(limits.window / 60))
@@ -200,14 +200,14 @@ async def login(request: Request) -> Response:
             next=next_path,
             error=f"Too many failed sign-ins {whose}. Wait up to {minutes} minutes, then try again.",
         )
-    stored = ctx.store.password_hash(owner.id) if owner else None
+    stored = ctx.store.owners.password_hash(owner.id) if owner else None
     ok = verify_password(stored or _decoy_hash(), password) and stored is not None
     if not ok:
         reason = (
             "no such owner" if owner is None else "no password set" if stored is None else "wrong password"
         )
-        ctx.store.forget_login_failures(older_than=limits.window)
-        ctx.store.record_login_failure(
+        ctx.store.accounts.forget_login_failures(older_than=limits.window)
+        ctx.store.accounts.record_login_failure(
             (pair_key, address_key, own_key),
             owner_id=owner_id,
             remote=remote,
@@ -221,7 +221,7 @@ async def login(request: Request) -> Response:
             error="That email and password do not match an account. Check both and try again.",
         )
     assert owner is not None
-    ctx.store.clear_login_failures(pair_key)
+    ctx.store.accounts.clear_login_failures(pair_key)
     return signed_in_response(request, owner.id, next_path, method="password")
 
 
@@ -248,7 +248,7 @@ async def signup(request: Request) -> Response:
         password = passwords.check_new_password(_field(form, "password"), _field(form, "confirm"))
         if ctx.policy.signup == "invite" and not invite:
             raise BadRequest("sign-up here needs an invite code; ask the operator for one")
-        owner = ctx.store.sign_up(
+        owner = ctx.store.accounts.sign_up(
             email,
             hash_password(password),
             invite=invite if ctx.policy.signup == "invite" else None,
@@ -276,7 +276,7 @@ async def logout(request: Request) -> Response:
     await check_csrf(request, form)
     session = current(request)
     if session is not None:
-        context(request).store.end_session(session, remote=remote_of(request))
+        context(request).store.accounts.end_session(session, remote=remote_of(request))
     response = RedirectResponse("/login?signed_out=1", status_code=303)
     clear_session_cookie(response, request)
     return response

@@ -121,7 +121,7 @@ async def activity_page(request: Request) -> Response:
         found = await admin.activity(lease.client, params)
     error = found.message if isinstance(found, ToolRefusal) else None
     reply: Mapping[str, Any] = {"entries": [], "more": False} if isinstance(found, ToolRefusal) else found
-    connections = context(request).store.connections(session.owner_id, include_revoked=True)
+    connections = context(request).store.connections.of_owner(session.owner_id, include_revoked=True)
     known = {c.id: Known(c.name, KINDS.get(c.kind, c.kind), c.revoked_at is not None) for c in connections}
     choices = sorted(
         (

@@ -121,15 +121,15 @@ def revoked_ids(connections: Iterable[Connection]) -> list[str]:
 
 def _page(request: Request, owner_id: str, *, status_code: int = 200, **notice: str | None) -> Response:
     store = context(request).store
-    everything = store.connections(owner_id, include_revoked=True)
-    live, revoked = rows(everything, store.revocations(owner_id, revoked_ids(everything)))
+    everything = store.connections.of_owner(owner_id, include_revoked=True)
+    live, revoked = rows(everything, store.connections.revocations(owner_id, revoked_ids(everything)))
     return render(
         request,
         "connections.html",
         status_code=status_code,
         live=live,
         revoked=revoked,
-        several_workspaces=len(store.workspaces(owner_id)) > 1,
+        several_workspaces=len(store.owners.workspaces(owner_id)) > 1,
         error=notice.get("error"),
         info=notice.get("info"),
     )
@@ -142,7 +142,7 @@ async def connections(request: Request) -> Response:
     info = None
     revoked_id = request.query_params.get("revoked")
     if revoked_id:
-        found = context(request).store.connections(session.owner_id, include_revoked=True)
+        found = context(request).store.connections.of_owner(session.owner_id, include_revoked=True)
         name = next((c.name for c in found if c.id == revoked_id and c.revoked_at), None)
         if name is not None:
             info = f"Revoked {name!r}: its tokens no longer work."
@@ -150,7 +150,7 @@ async def connections(request: Request) -> Response:
 
 
 def _live(request: Request, owner_id: str, chosen: object) -> Connection | None:
-    live = {c.id: c for c in context(request).store.connections(owner_id)}
+    live = {c.id: c for c in context(request).store.connections.of_owner(owner_id)}
     return live.get(chosen) if isinstance(chosen, str) else None
 
 
@@ -200,7 +200,9 @@ async def revoke(request: Request) -> Response:
             error=error,
         )
     store = context(request).store
-    store.revoke(session.owner_id, target.id, remote=remote_of(request), via="page", reason=reason or None)
+    store.connections.revoke(
+        session.owner_id, target.id, remote=remote_of(request), via="page", reason=reason or None
+    )
     return RedirectResponse(f"/connections?revoked={target.id}", status_code=303)
 
 

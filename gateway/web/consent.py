@@ -38,7 +38,7 @@ class Pending:
 
 
 def _pending(server: OAuthServer, request_id: str) -> Pending | None:
-    found = server.store.pending_request(request_id, now=server.clock()) if request_id else None
+    found = server.store.oauth.pending_request(request_id, now=server.clock()) if request_id else None
     return None if found is None else Pending(request_id, found[0], found[1])
 
 
@@ -54,7 +54,7 @@ def _expired(request: Request) -> Response:
 
 
 def default_name(server: OAuthServer, owner_id: str, client_name: str) -> str:
-    live = {c.name for c in server.store.connections(owner_id)}
+    live = {c.name for c in server.store.connections.of_owner(owner_id)}
     candidate, n = client_name, 2
     while candidate in live:
         candidate, n = f"{client_name} ({n})", n + 1
@@ -80,7 +80,7 @@ async def _page(
         "client_id": pending.client_id,
         "redirect_host": redirect_host(pending.params["redirect_uri"]),
         "request_id": pending.request_id,
-        "workspaces": server.store.workspaces(owner_id),
+        "workspaces": server.store.owners.workspaces(owner_id),
         "connection_name": default_name(server, owner_id, name),
         "workspace_id": None,
         "read_only": False,
@@ -106,7 +106,7 @@ async def consent_page(server: OAuthServer, request: Request) -> Response:
 
 
 def _answer(server: OAuthServer, request: Request, pending: Pending, **params: str | None) -> Response:
-    server.store.drop_request(pending.request_id)
+    server.store.oauth.drop_request(pending.request_id)
     location = construct_redirect_uri(
         pending.params["redirect_uri"],
         state=pending.params.get("state"),
@@ -137,7 +137,7 @@ async def consent_submit(server: OAuthServer, request: Request) -> Response:
         "scope": scope or "",
         "reads_unscoped": reads == tokens.READS_UNSCOPED_TOO,
     }
-    owned = {w.id for w in server.store.workspaces(session.owner_id)}
+    owned = {w.id for w in server.store.owners.workspaces(session.owner_id)}
     try:
         name = validate_name(name, what="connection")
         unscoped = tokens.reads_unscoped(reads if isinstance(reads, str) else None)
@@ -151,7 +151,7 @@ async def consent_submit(server: OAuthServer, request: Request) -> Response:
         session.owner_id, workspace_id, name, read_only, scope, unscoped and scope is not None
     )
     params = pending.params
-    code = server.store.save_code(
+    code = server.store.oauth.save_code(
         client_id=pending.client_id,
         choice=choice,
         redirect_uri=params["redirect_uri"],

@@ -43,7 +43,7 @@ async def erase_account(
     EMAIL`` (:mod:`gateway.erasure`). Refused (:class:`MoveUnderWay`, nothing erased) while one of
     the workspaces is being moved. A copy on a node declared lost is not waited for (its disk is
     gone): it is audited as ``account.erase.lost_copy``."""
-    workspaces = store.lock_out_owner(owner_id, remote=remote)
+    workspaces = store.erasure.lock_out_owner(owner_id, remote=remote)
     here: list[Workspace] = []
     failed: list[str] = []
     lost: set[str] = set()
@@ -60,7 +60,7 @@ async def erase_account(
             continue
         for what in elsewhere:
             failed.append(what)
-            store.audit(
+            store.audit_log.record(
                 "account.erase.failed",
                 owner_id=owner_id,
                 workspace_id=workspace.id,
@@ -88,8 +88,8 @@ def _page(request: Request, session: Session, status_code: int = 200, **values: 
         "account.html",
         status_code=status_code,
         email=session.email,
-        workspaces=store.workspaces(session.owner_id),
-        connections=len(store.connections(session.owner_id)),
+        workspaces=store.owners.workspaces(session.owner_id),
+        connections=len(store.connections.of_owner(session.owner_id)),
         **{**defaults, **values},
     )
 

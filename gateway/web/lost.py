@@ -6,31 +6,25 @@ restores it from a backup or from the owner's export (deploy/SCALING.md, "A node
 from __future__ import annotations
 
 import math
-from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.cluster.placement import owner_condition
-from gateway.control.records import Node, Placement, Workspace
+from gateway.control.records import Workspace
+from gateway.control.store import ControlPlane
 from gateway.errors import WorkspaceLost, WorkspaceRestoring
 from gateway.web.render import render
 
 
-class _Placements(Protocol):
-    def nodes(self) -> list[Node]: ...
-    def placement(self, workspace_id: str) -> Placement | None: ...
-    def database_time(self) -> float: ...
-
-
-def conditions(store: _Placements, workspaces: list[Workspace]) -> dict[str, str]:
+def conditions(store: ControlPlane, workspaces: list[Workspace]) -> dict[str, str]:
     """``{workspace id: "lost" | "restoring"}`` for the owner's workspaces on a node declared lost
     (none asked for unless some node is); a restore's deadline judged by the database's clock."""
-    nodes = store.nodes()
+    nodes = store.nodes.all()
     if not any(n.lost for n in nodes):
         return {}
     now = store.database_time()
-    found = {ws.id: owner_condition(store.placement(ws.id), nodes, now=now) for ws in workspaces}
+    found = {ws.id: owner_condition(store.nodes.placement(ws.id), nodes, now=now) for ws in workspaces}
     return {k: v for k, v in found.items() if v is not None}
 
 

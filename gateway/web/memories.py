@@ -49,7 +49,7 @@ def owner_principal(session: Session, workspace: Workspace) -> Principal:
 
 
 def _workspace(request: Request, session: Session, name: str | None) -> tuple[Workspace, list[Workspace]]:
-    workspaces = context(request).store.workspaces(session.owner_id)
+    workspaces = context(request).store.owners.workspaces(session.owner_id)
     if not workspaces:
         raise WorkspaceNotFound("you have no workspace yet")
     if not name:
@@ -262,7 +262,7 @@ async def delete(request: Request) -> Response:
             return _confirm_page(
                 request, workspace, memory_id, row, error=error, status_code=status, confirm=typed
             )
-    context(request).store.audit(
+    context(request).store.audit_log.record(
         "memory.delete",
         owner_id=session.owner_id,
         workspace_id=workspace.id,

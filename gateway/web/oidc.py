@@ -126,7 +126,7 @@ def routes(config: OidcConfig) -> list[BaseRoute]:
         try:
             token = await client.authorize_access_token(request)
         except (OAuthError, JoseError, ValueError) as exc:
-            ctx.store.audit(
+            ctx.store.audit_log.record(
                 "signin.failure", remote=remote_of(request), detail={"method": "oidc", "reason": str(exc)}
             )
             return error_page(request, SignInRefused(f"the sign-in provider's answer was refused: {exc}"))
@@ -136,7 +136,7 @@ def routes(config: OidcConfig) -> list[BaseRoute]:
         verified = claims.get("email_verified") is True and isinstance(email, str)
         owner_id = _owner_for(request, issuer, subject, email if verified else None)
         if owner_id is None:
-            ctx.store.audit(
+            ctx.store.audit_log.record(
                 "signin.failure",
                 remote=remote_of(request),
                 detail={"method": "oidc", "reason": "no account", "issuer": issuer, "subject": subject},
@@ -163,21 +163,21 @@ def _owner_for(request: Request, issuer: str, subject: str, verified_email: str 
     if not issuer or not subject:
         return None
     try:
-        return store.owner_by_identity(issuer, subject).id
+        return store.accounts.owner_by_identity(issuer, subject).id
     except OwnerNotFound:
         pass
     if verified_email is None:
         return None
     try:
-        owner_id = store.owner_by_email(verified_email).id
+        owner_id = store.owners.owner_by_email(verified_email).id
     except OwnerNotFound:
         if ctx.policy.signup != "open":
             return None
         try:
-            owner_id = store.sign_up(
+            owner_id = store.accounts.sign_up(
                 verified_email, None, invite=None, remote=remote_of(request), method="oidc"
             ).id
         except AlreadyExists:  # signed up in a race a moment ago
-            owner_id = store.owner_by_email(verified_email).id
-    store.link_identity(issuer, subject, owner_id, verified_email)
+            owner_id = store.owners.owner_by_email(verified_email).id
+    store.accounts.link_identity(issuer, subject, owner_id, verified_email)
     return owner_id

@@ -56,7 +56,7 @@ async def reset(request: Request) -> Response:
     secret = str(request.path_params["secret"])[:_MAX_SECRET]
     store = context(request).store
     if request.method == "GET":
-        link = store.reset_link(secret)
+        link = store.passwords.reset_link(secret)
         if link is None:
             return _invalid(request)
         return _page(request, invalid=False, email=link.email, action=request.url.path)
@@ -67,9 +67,9 @@ async def reset(request: Request) -> Response:
         value = form.get(name)
         return value[:_MAX_FIELD] if isinstance(value, str) else ""
 
-    link = store.reset_link(secret)
+    link = store.passwords.reset_link(secret)
     if link is None:
-        store.refuse_reset_link(secret, remote=remote_of(request))
+        store.passwords.refuse_reset_link(secret, remote=remote_of(request))
         return _invalid(request)
     try:
         password = passwords.check_new_password(field("password"), field("confirm"))
@@ -78,7 +78,7 @@ async def reset(request: Request) -> Response:
             request, exc.status, invalid=False, email=link.email, action=request.url.path, error=exc.message
         )
     try:
-        store.use_reset_link(secret, passwords.hash_password(password), remote=remote_of(request))
+        store.passwords.use_reset_link(secret, passwords.hash_password(password), remote=remote_of(request))
     except GatewayError:
         return _invalid(request)
     return _page(request, invalid=False, done=True, email=link.email, info="Your new password is set.")

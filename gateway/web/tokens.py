@@ -21,7 +21,7 @@ _MAX_FIELD = 200
 
 
 def _page(request: Request, session: Session, status_code: int = 200, **values: Any) -> Response:
-    workspaces = context(request).store.workspaces(session.owner_id)
+    workspaces = context(request).store.owners.workspaces(session.owner_id)
     defaults: dict[str, Any] = {
         "name": "",
         "workspace": workspaces[0].name if workspaces else "",
@@ -61,10 +61,10 @@ async def new_token(request: Request) -> Response:
     store = context(request).store
     try:
         typed["reads_unscoped"] = reads_unscoped(field("reads") or None)
-        chosen = next((w for w in store.workspaces(session.owner_id) if w.name == workspace), None)
+        chosen = next((w for w in store.owners.workspaces(session.owner_id) if w.name == workspace), None)
         if chosen is None:
             raise WorkspaceNotFound(f"no workspace named {workspace!r}; pick one from the list")
-        connection, secret = store.create_pat(
+        connection, secret = store.connections.create_pat(
             session.owner_id,
             chosen.id,
             name,

@@ -39,7 +39,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def pick(request: Request, session: Session, name: str | None) -> tuple[Workspace, list[Workspace]]:
-    workspaces = context(request).store.workspaces(session.owner_id)
+    workspaces = context(request).store.owners.workspaces(session.owner_id)
     if not workspaces:
         raise WorkspaceNotFound("you have no workspace yet")
     chosen = next((w for w in workspaces if w.name == name), None) if name else workspaces[0]
@@ -105,7 +105,9 @@ async def stream_export(
     except BaseException:
         await stack.aclose()
         raise
-    parts.store.audit("workspace.export", owner_id=owner_id, workspace_id=workspace.id, remote=remote)
+    parts.store.audit_log.record(
+        "workspace.export", owner_id=owner_id, workspace_id=workspace.id, remote=remote
+    )
 
     async def body() -> Any:
         try:
@@ -166,7 +168,7 @@ async def _import(request: Request, session: Session, form: FormData) -> Respons
         content = uploads.chunks_of(uploads.bundle(files))
 
     def finished(result: dict[str, Any]) -> None:
-        parts.store.audit(
+        parts.store.audit_log.record(
             "workspace.import",
             owner_id=session.owner_id,
             workspace_id=workspace.id,

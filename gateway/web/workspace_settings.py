@@ -68,7 +68,7 @@ def chosen_workspace(
     request: Request, session: Session, name: str | None
 ) -> tuple[Workspace, list[Workspace]]:
     """The owner's workspace called ``name`` (default: the first), and all of them."""
-    workspaces = context(request).store.workspaces(session.owner_id)
+    workspaces = context(request).store.owners.workspaces(session.owner_id)
     if not workspaces:
         raise WorkspaceNotFound("you have no workspace yet")
     for ws in workspaces:
@@ -181,7 +181,7 @@ async def save(request: Request) -> Response:
             if result.fields
             else result.message,
         )
-    context(request).store.audit(
+    context(request).store.audit_log.record(
         "settings.change",
         owner_id=session.owner_id,
         workspace_id=workspace.id,

@@ -58,15 +58,15 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     async def client(self, client_id: str) -> Client | None:
         """The client ``client_id`` names; :class:`cimd.CimdRefused` if its metadata document is bad."""
         now = self._now()
-        record = self.server.store.oauth_client(client_id)
+        record = self.server.store.oauth.oauth_client(client_id)
         if cimd.is_metadata_url(client_id) and (
             record is None or (record.expires_at is not None and record.expires_at <= now)
         ):
             doc = await cimd.fetch(client_id, self.server.config.cimd)
-            self.server.store.save_client(
+            self.server.store.oauth.save_client(
                 client_id, "cimd", doc.metadata, now=now, expires_at=now + doc.cache_for
             )
-            record = self.server.store.oauth_client(client_id)
+            record = self.server.store.oauth.oauth_client(client_id)
         if record is None:
             return None
         try:
@@ -93,14 +93,16 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
             "resource": self.resource,
         }
         now = self._now()
-        self.server.store.collect_garbage(now=now, unused_client_age=self.server.config.unused_client_ttl)
-        request_id = self.server.store.save_request(client.client_id, pending, now=now, ttl=CONSENT_TTL)
+        self.server.store.oauth.collect_garbage(
+            now=now, unused_client_age=self.server.config.unused_client_ttl
+        )
+        request_id = self.server.store.oauth.save_request(client.client_id, pending, now=now, ttl=CONSENT_TTL)
         return f"{self.issuer}/consent?request={request_id}"
 
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> AuthorizationCode | None:
-        record = self.server.store.code(authorization_code)
+        record = self.server.store.oauth.code(authorization_code)
         if record is None or record.client_id != client.client_id:
             return None
         # The SDK compares expires_at with the wall clock; map our (injectable) clock onto it.
@@ -120,13 +122,13 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     def check_verifier(self, code: str, verifier: str) -> None:
         """Use ``code`` up when ``verifier`` does not match its PKCE challenge, before the SDK's
         handler refuses the request: a code gets one try, whoever sends it."""
-        record = self.server.store.code(code)
+        record = self.server.store.oauth.code(code)
         if record is None or record.used:
             return
         digest = hashlib.sha256(verifier.encode("ascii", "replace")).digest()
         computed = base64.urlsafe_b64encode(digest).decode().rstrip("=")
         if not hmac.compare_digest(computed, record.code_challenge):
-            self.server.store.spend_code(
+            self.server.store.oauth.spend_code(
                 code, now=self._now(), reason="wrong code_verifier", remote=self.remote
             )
 
@@ -135,7 +137,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     ) -> OAuthToken:
         self._check_resource(authorization_code.resource)
         try:
-            issued = self.server.store.exchange_code(
+            issued = self.server.store.oauth.exchange_code(
                 authorization_code.code,
                 now=self._now(),
                 lifetimes=self.server.config.lifetimes,
@@ -150,7 +152,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
-        record = self.server.store.refresh_token(refresh_token)
+        record = self.server.store.oauth.refresh_token(refresh_token)
         if record is None or record.client_id != client.client_id:
             return None
         return RefreshToken(
@@ -166,7 +168,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     ) -> OAuthToken:
         self._check_resource(refresh_token.resource)
         try:
-            issued = self.server.store.rotate_refresh(
+            issued = self.server.store.oauth.rotate_refresh(
                 refresh_token.token,
                 now=self._now(),
                 lifetimes=self.server.config.lifetimes,
@@ -177,7 +179,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         return _token(issued, [s for s in scopes if s != "offline_access"] or [SCOPE])
 
     async def load_access_token(self, token: str) -> AccessToken | None:
-        record = self.server.store.access_token(token, now=self._now())
+        record = self.server.store.oauth.access_token(token, now=self._now())
         if record is None:
             return None
         return AccessToken(
@@ -189,7 +191,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         )
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        self.server.store.revoke_oauth_token(token.token, now=self._now(), remote=self.remote)
+        self.server.store.oauth.revoke_oauth_token(token.token, now=self._now(), remote=self.remote)
 
     def _check_resource(self, bound: str | None) -> None:
         """RFC 8707: a ``resource`` sent to ``/token`` must be the one the grant is bound to."""

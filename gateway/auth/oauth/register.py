@@ -133,11 +133,11 @@ async def register(server: OAuthServer, request: Request) -> Response:
     if "code" not in metadata.response_types:
         return _error("invalid_client_metadata", "response_types must include code")
     now = server.clock()
-    server.store.collect_garbage(
+    server.store.oauth.collect_garbage(
         now=now,
         unused_client_age=server.config.unused_client_ttl,
         max_unused_clients=server.config.max_unused_clients - 1,  # room for this one
     )
     record = client_record(metadata, "dcr_" + secrets.token_urlsafe(18), int(now))
-    server.store.save_client(record["client_id"], "dcr", record, now=now, expires_at=None)
+    server.store.oauth.save_client(record["client_id"], "dcr", record, now=now, expires_at=None)
     return JSONResponse(record, status_code=201, headers=NO_STORE)

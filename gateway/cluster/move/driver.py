@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -44,6 +44,7 @@ from gateway.cluster.backups import Chunks
 from gateway.cluster.journal import finish_problem, old_copies
 from gateway.cluster.placement import is_live
 from gateway.control.records import MoveRecord, Node, Placement, State
+from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, GatewayError, MoveCalledOff, MoveFailed
 
 _TIMEOUT = httpx.Timeout(30.0, read=600.0)
@@ -53,31 +54,6 @@ OPEN_DEADLINE_S = 120.0
 CATCH_UP_PASSES = 3
 #: A catch-up pass quicker than this (seconds) leaves little for the final sync: it begins.
 CLOSE_ENOUGH_S = 0.5
-
-
-class MovePlane(Protocol):
-    def nodes(self) -> list[Node]: ...
-    def placement(self, workspace_id: str) -> Placement | None: ...
-    def place_on(self, workspace_id: str, node: str, *, now: float, lease: float) -> Placement: ...
-    def move_record(self, move_id: str) -> MoveRecord | None: ...
-    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
-    def begin_move(
-        self,
-        workspace_id: str,
-        source: str,
-        target: str,
-        *,
-        now: float,
-        timeout: float,
-        copying: bool = False,
-    ) -> MoveRecord: ...
-    def begin_final_sync(self, move_id: str, *, now: float, timeout: float, ends: float) -> None: ...
-    def advance_move(
-        self, move_id: str, *, now: float, timeout: float, state: State | None = None
-    ) -> None: ...
-    def finish_move(self, move: MoveRecord, *, now: float, lease: float) -> None: ...
-    def abort_move(self, move: MoveRecord, *, now: float, reason: str) -> bool: ...
-    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -192,9 +168,9 @@ def refusal(response: httpx.Response) -> str:
 
 
 def _live_nodes(
-    store: MovePlane, config: MoveConfig, clock: Callable[[], float], *names: str
+    store: ControlPlane, config: MoveConfig, clock: Callable[[], float], *names: str
 ) -> dict[str, Node]:
-    nodes = {n.name: n for n in store.nodes()}
+    nodes = {n.name: n for n in store.nodes.all()}
     for name in names:
         node = nodes.get(name)
         if node is not None and node.lost:
@@ -208,7 +184,7 @@ def _live_nodes(
 
 
 def move(
-    store: MovePlane,
+    store: ControlPlane,
     workspace_id: str,
     target_name: str,
     config: MoveConfig,
@@ -217,7 +193,7 @@ def move(
     say: Callable[[str], None] = lambda line: None,
     pause: Callable[[str], None] = no_pause,
 ) -> MoveReport:
-    nodes = {n.name: n for n in store.nodes()}
+    nodes = {n.name: n for n in store.nodes.all()}
     target = nodes.get(target_name)
     if target is None:
         raise BadRequest(
@@ -229,9 +205,9 @@ def move(
         raise BadRequest(
             f"node {target_name!r} has not been heard from; start it before moving anything to it"
         )
-    placement = store.placement(workspace_id)
+    placement = store.nodes.placement(workspace_id)
     if placement is None:
-        store.place_on(workspace_id, target.name, now=clock(), lease=config.lease)
+        store.nodes.place_on(workspace_id, target.name, now=clock(), lease=config.lease)
         say(f"workspace {workspace_id} was on no node yet; it is placed on {target.name}")
         return MoveReport(workspace_id, None, target.name, 0, 0)
     if placement.node == target.name:
@@ -258,7 +234,7 @@ def move(
 
 
 def call_off_lapsed(
-    store: MovePlane,
+    store: ControlPlane,
     link: NodeCalls,
     placement: Placement,
     nodes: dict[str, Node],
@@ -269,7 +245,7 @@ def call_off_lapsed(
     """An earlier move is marked: refused while it may still be running (its deadline ahead), else
     called off here (its source would do so at its next heartbeat anyway)."""
     deadline = placement.move_deadline
-    earlier = None if placement.move_id is None else store.move_record(placement.move_id)
+    earlier = None if placement.move_id is None else store.moves.move_record(placement.move_id)
     if earlier is None or (deadline is not None and deadline > clock()):
         wait = (
             ""
@@ -282,13 +258,15 @@ def call_off_lapsed(
             "wait for it to end and try again"
         )
     say(f"an earlier move of {placement.workspace_id} to {earlier.target} stopped half-way; calling it off")
-    store.abort_move(earlier, now=clock(), reason="its command stopped advancing it before its deadline")
+    store.moves.abort_move(
+        earlier, now=clock(), reason="its command stopped advancing it before its deadline"
+    )
     with contextlib.suppress(MoveFailed):
         link.call(nodes[earlier.source], "POST", earlier.workspace_id, "resume")
     if earlier.target in nodes:
         with contextlib.suppress(MoveFailed):
             link.call(nodes[earlier.target], "DELETE", earlier.workspace_id, "")
-            store.record_move(earlier.id, "discarded", now=clock(), note=earlier.note)
+            store.moves.record_move(earlier.id, "discarded", now=clock(), note=earlier.note)
 
 
 class Renewer:
@@ -296,7 +274,7 @@ class Renewer:
     a thread (one long copy must not let it lapse). A killed command renews nothing: the move
     lapses and its source calls it off."""
 
-    def __init__(self, store: MovePlane, move_id: str, timeout: float, clock: Callable[[], float]) -> None:
+    def __init__(self, store: ControlPlane, move_id: str, timeout: float, clock: Callable[[], float]) -> None:
         self.store, self.move_id, self.timeout, self.clock = store, move_id, timeout, clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="move-renewer", daemon=True)
@@ -304,7 +282,7 @@ class Renewer:
     def _run(self) -> None:
         while not self._stop.wait(self.timeout / 4):
             try:
-                self.store.advance_move(self.move_id, now=self.clock(), timeout=self.timeout)
+                self.store.moves.advance_move(self.move_id, now=self.clock(), timeout=self.timeout)
             except MoveCalledOff:  # the next step finds out, and stops
                 return
             except Exception:  # the database is unreachable for now: try again at the next quarter
@@ -320,7 +298,7 @@ class Renewer:
 
 
 def _move(
-    store: MovePlane,
+    store: ControlPlane,
     link: NodeCalls,
     workspace_id: str,
     source: Node,
@@ -331,7 +309,7 @@ def _move(
     say: Callable[[str], None],
     pause: Callable[[str], None],
 ) -> MoveReport:
-    move = store.begin_move(
+    move = store.moves.begin_move(
         workspace_id, source.name, target.name, now=clock(), timeout=config.timeout, copying=True
     )
     say(f"copying workspace {workspace_id} from {source.name} to {target.name} while {source.name} serves it")
@@ -341,7 +319,7 @@ def _move(
             wait = _copy_while_serving(link, move, source, target, say=say)
             pause("caught-up")
             began = time.monotonic()
-            store.begin_final_sync(move.id, now=clock(), timeout=config.timeout, ends=clock() + wait)
+            store.moves.begin_final_sync(move.id, now=clock(), timeout=config.timeout, ends=clock() + wait)
             say(
                 f"final sync: workspace {workspace_id} refused everywhere meanwhile "
                 f"(Retry-After: {math.ceil(max(1.0, wait))} s)"
@@ -351,7 +329,7 @@ def _move(
             released = manifest.from_json(reply["manifest"])
             size = sum(e.size for e in released)
             pause("released")
-            store.advance_move(move.id, now=clock(), timeout=config.timeout)
+            store.moves.advance_move(move.id, now=clock(), timeout=config.timeout)
             final = link.call(
                 target, "POST", workspace_id, "pull", _order(move, source, released, final=True)
             )
@@ -359,9 +337,9 @@ def _move(
             problems = manifest.differences(released, pulled)
             if problems:
                 raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
-            store.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
+            store.moves.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
             pause("copied")
-            store.finish_move(move, now=clock(), lease=config.lease)
+            store.moves.finish_move(move, now=clock(), lease=config.lease)
             flipped = True
             refused = time.monotonic() - began
     except BaseException as exc:
@@ -416,7 +394,7 @@ def _copy_while_serving(
 
 
 def _complete(
-    store: MovePlane,
+    store: ControlPlane,
     link: NodeCalls,
     move: MoveRecord,
     source: Node,
@@ -429,26 +407,28 @@ def _complete(
     """After the flip: the target serves the workspace, then the source deletes its old copy. A
     failure is noted on the move's record; ``--finish`` picks up from there."""
     workspace_id = move.workspace_id
-    state = store.move_record(move.id)
+    state = store.moves.move_record(move.id)
     try:
         if state is None or state.state == "flipped":
             open_on(link, target, workspace_id, clock=clock)
-            store.record_move(move.id, "served", now=clock())
+            store.moves.record_move(move.id, "served", now=clock())
         pause("served")
         say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
         link.call(source, "DELETE", workspace_id, "")
     except MoveFailed as exc:
-        now = store.move_record(move.id)
-        store.record_move(move.id, "flipped" if now is None else now.state, now=clock(), note=exc.message)
+        now = store.moves.move_record(move.id)
+        store.moves.record_move(
+            move.id, "flipped" if now is None else now.state, now=clock(), note=exc.message
+        )
         raise MoveFailed(
             f"{exc.message}; the workspace is switched to {target.name!r} and the old copy on "
             f"{source.name!r} is kept: run `almanac workspace move --finish` once both nodes answer"
         ) from exc
-    store.record_move(move.id, "cleaned", now=clock())
+    store.moves.record_move(move.id, "cleaned", now=clock())
 
 
 def finish(
-    store: MovePlane,
+    store: ControlPlane,
     workspace_id: str,
     config: MoveConfig,
     *,
@@ -460,9 +440,9 @@ def finish(
     workspace's node serves it (if that move's target has not yet), then each old copy is deleted by
     its node. Refused (nothing changes) while a move is under way, when the placement does not name
     the last move's target, or when no old copy is left. Returns the moves completed."""
-    moves = store.moves_of(workspace_id)
+    moves = store.moves.moves_of(workspace_id)
     last = moves[-1] if moves else None
-    placement = store.placement(workspace_id)
+    placement = store.nodes.placement(workspace_id)
     pending = old_copies(moves, placement)
     problem = finish_problem(last, placement)
     if problem is not None and (not pending or last is None or last.state not in _SETTLED):
@@ -480,7 +460,7 @@ def finish(
                 )
             else:  # a later move carried the workspace on from its target: only the old copy is left
                 _delete_old_copy(store, link, record, nodes[record.source], clock=clock, say=say)
-            found = store.move_record(record.id)
+            found = store.moves.move_record(record.id)
             assert found is not None
             done.append(found)
     finally:
@@ -493,7 +473,7 @@ _SETTLED: tuple[State, ...] = ("cleaned", "called_off", "discarded")
 
 
 def _delete_old_copy(
-    store: MovePlane,
+    store: ControlPlane,
     link: NodeCalls,
     move: MoveRecord,
     source: Node,
@@ -505,11 +485,11 @@ def _delete_old_copy(
     try:
         link.call(source, "DELETE", move.workspace_id, "")
     except MoveFailed as exc:
-        store.record_move(move.id, move.state, now=clock(), note=exc.message)
+        store.moves.record_move(move.id, move.state, now=clock(), note=exc.message)
         raise MoveFailed(
             f"{exc.message}; the old copy on {source.name!r} of the move to {move.target!r} is kept"
         ) from exc
-    store.record_move(move.id, "cleaned", now=clock())
+    store.moves.record_move(move.id, "cleaned", now=clock())
 
 
 def open_on(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
@@ -530,7 +510,7 @@ def open_on(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable
 
 
 def _call_off(
-    store: MovePlane,
+    store: ControlPlane,
     link: NodeCalls,
     move: MoveRecord,
     source: Node,
@@ -543,10 +523,10 @@ def _call_off(
     removes whatever it received (its staging folder, or a settled copy never placed there) — at
     once, or, if it cannot be reached, by itself once it heartbeats again (the move stays
     ``called_off`` until then)."""
-    if not store.abort_move(move, now=clock(), reason=reason):
+    if not store.moves.abort_move(move, now=clock(), reason=reason):
         return  # called off already (its deadline passed): the source serves it again by itself
     with contextlib.suppress(MoveFailed):  # else the source's heartbeat resumes it
         link.call(source, "POST", move.workspace_id, "resume")
     with contextlib.suppress(MoveFailed):  # else the target removes it by itself
         link.call(target, "DELETE", move.workspace_id, "")
-        store.record_move(move.id, "discarded", now=clock(), note=reason)
+        store.moves.record_move(move.id, "discarded", now=clock(), note=reason)

@@ -41,7 +41,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from starlette.requests import Request
@@ -53,7 +53,8 @@ from gateway.asgi import off_loop
 from gateway.cluster import manifest, pulls, signing
 from gateway.cluster.forward import ClusterLink, refusal
 from gateway.cluster.journal import erase_copy_problem, stale_copy_problem
-from gateway.control.records import MoveRecord, Node, Placement, State
+from gateway.control.records import MoveRecord, Placement
+from gateway.control.store import ControlPlane
 from gateway.control.usage import measure
 from gateway.engines.supervisor import Supervisor
 from gateway.erasure import erase_files
@@ -75,19 +76,6 @@ RECHECK_S = 1.0
 STAGING_PREFIX = ".incoming-"
 
 
-class _Journal(Protocol):
-    def nodes(self) -> list[Node]: ...
-    def placement(self, workspace_id: str) -> Placement | None: ...
-    def moves_of(self, workspace_id: str) -> list[MoveRecord]: ...
-    def moves_leaving_copies(self) -> list[MoveRecord]: ...
-    def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]: ...
-    def call_off_lapsed_restores(self, *, now: float) -> list[MoveRecord]: ...
-    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None: ...
-    def being_erased(self, workspace_id: str) -> bool: ...
-    def lost_copies_to_erase(self, node: str) -> list[str]: ...
-    def forget_lost_copy(self, node: str, workspace_id: str) -> None: ...
-
-
 files_path = pulls.files_path
 
 
@@ -96,12 +84,12 @@ class MoveEndpoints:
         self,
         link: ClusterLink,
         supervisor: Supervisor,
-        journal: _Journal,
+        journal: ControlPlane,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.link, self.supervisor, self.journal, self.clock = link, supervisor, journal, clock
-        self.placement = journal.placement
+        self.placement = journal.nodes.placement
         self.root = supervisor.config.data_dir / "workspaces"
         self._log = logs.get()
         self._locks: dict[str, anyio.Lock] = {}  # a pull and a discard of one workspace never overlap
@@ -381,7 +369,9 @@ class MoveEndpoints:
             here = self.link.here
             problem = await off_loop(
                 lambda: erase_copy_problem(
-                    self.journal.being_erased(workspace_id), self.journal.placement(workspace_id), here
+                    self.journal.erasure.being_erased(workspace_id),
+                    self.journal.nodes.placement(workspace_id),
+                    here,
                 )
             )
             if problem is not None:
@@ -399,8 +389,8 @@ class MoveEndpoints:
 
     async def _drop_problem(self, workspace_id: str) -> str | None:
         def read() -> str | None:
-            placement = self.journal.placement(workspace_id)
-            return stale_copy_problem(self.journal.moves_of(workspace_id), placement, self.link.here)
+            placement = self.journal.nodes.placement(workspace_id)
+            return stale_copy_problem(self.journal.moves.moves_of(workspace_id), placement, self.link.here)
 
         return await off_loop(read)
 
@@ -417,12 +407,12 @@ class MoveEndpoints:
     async def tend(self) -> None:
         """One round of looking after this node's moves (every heartbeat; see the module's doc)."""
         here = self.link.here
-        for move in await off_loop(lambda: self.journal.call_off_lapsed_moves(here, now=self.clock())):
+        for move in await off_loop(lambda: self.journal.moves.call_off_lapsed_moves(here, now=self.clock())):
             self.link.router.unhold(move.workspace_id)  # served here again
             logs.event(
                 self._log, logging.WARNING, "move.called_off", workspace=move.workspace_id, move=move.id
             )
-        for move in await off_loop(lambda: self.journal.call_off_lapsed_restores(now=self.clock())):
+        for move in await off_loop(lambda: self.journal.moves.call_off_lapsed_restores(now=self.clock())):
             self.link.router.forget(move.workspace_id)  # lost again; its target discards what it got
             logs.event(
                 self._log, logging.WARNING, "restore.called_off", workspace=move.workspace_id, move=move.id
@@ -432,11 +422,11 @@ class MoveEndpoints:
             if placement is None or placement.moving_to is None:  # its move ended (called off or switched)
                 self.link.router.unhold(workspace_id)
                 self.forget_listings(workspace_id)
-        for move in await off_loop(self.journal.moves_leaving_copies):
+        for move in await off_loop(self.journal.moves.moves_leaving_copies):
             if move.state == "called_off" and move.target == here:
                 await self._discard(move)
         await self._sweep_staging()
-        for workspace_id in await off_loop(self.journal.lost_copies_to_erase, here):
+        for workspace_id in await off_loop(self.journal.lost.lost_copies_to_erase, here):
             await self._erase_forgotten(workspace_id)
 
     async def _sweep_staging(self) -> None:
@@ -473,7 +463,7 @@ class MoveEndpoints:
             receiving = self.receiving(workspace_id)
             failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging, receiving)
         if not failed:
-            await off_loop(self.journal.forget_lost_copy, here, workspace_id)
+            await off_loop(self.journal.lost.forget_lost_copy, here, workspace_id)
         logs.event(
             self._log, logging.INFO, "workspace.lost_copy_erased", workspace=workspace_id, failed=len(failed)
         )
@@ -488,7 +478,7 @@ class MoveEndpoints:
             else:
                 await self._drop(workspace_id)
             await off_loop(
-                lambda: self.journal.record_move(move.id, "discarded", now=self.clock(), note=move.note)
+                lambda: self.journal.moves.record_move(move.id, "discarded", now=self.clock(), note=move.note)
             )
         logs.event(self._log, logging.INFO, "move.discarded_copy", workspace=move.workspace_id, move=move.id)
 

@@ -33,12 +33,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from gateway.cluster import backups, manifest
 from gateway.cluster.move.driver import (
     MoveConfig,
-    MovePlane,
     MoveReport,
     NodeCalls,
     Renewer,
@@ -47,17 +45,13 @@ from gateway.cluster.move.driver import (
     open_on,
 )
 from gateway.cluster.placement import is_live
-from gateway.control.plane import Audits
 from gateway.control.records import MoveRecord, Node, Placement
+from gateway.control.store import ControlPlane
 from gateway.errors import BadRequest, GatewayError, MoveFailed
 
 
-class _Audited(MovePlane, Audits, Protocol):
-    pass
-
-
 def restore(
-    store: _Audited,
+    store: ControlPlane,
     owner_id: str,
     workspace_id: str,
     backup: Path,
@@ -68,8 +62,8 @@ def restore(
     say: Callable[[str], None] = lambda line: None,
     pause: Callable[[str], None] = no_pause,
 ) -> MoveReport:
-    nodes = {n.name: n for n in store.nodes()}
-    placement = store.placement(workspace_id)
+    nodes = {n.name: n for n in store.nodes.all()}
+    placement = store.nodes.placement(workspace_id)
     if placement is None:
         raise BadRequest(
             f"workspace {workspace_id} was never placed on a node: nothing of it is lost (nothing changed)"
@@ -98,7 +92,7 @@ def restore(
 
 
 def _restore(
-    store: _Audited,
+    store: ControlPlane,
     owner_id: str,
     workspace_id: str,
     source: backups.Backup,
@@ -119,10 +113,12 @@ def _restore(
         if placement.moving_to is not None:
             _call_off_lapsed_restore(store, link, placement, nodes, clock=clock, say=say)
         _discard_earlier(store, link, workspace_id, target, clock=clock)
-        move = store.begin_move(workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout)
+        move = store.moves.begin_move(
+            workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout
+        )
         kind = "the owner's export" if source.kind == "export" else "the backup"
         note = f"{RESTORED_NOTE}{kind} {_named(backup)} ({len(entries)} files)"
-        store.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
+        store.moves.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
         say(f"restoring workspace {workspace_id} on {target.name}: {len(entries)} files ({size} bytes)")
         flipped = settled = False
         try:
@@ -146,25 +142,25 @@ def _restore(
                 problems = manifest.differences(entries, manifest.from_json(answer["manifest"]))
                 if problems:
                     raise MoveFailed("the restored copy differs from the backup: " + "; ".join(problems[:10]))
-                store.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
+                store.moves.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
                 say(f"verified {len(entries)} files by SHA-256; switching the workspace to {target.name}")
-                store.finish_move(move, now=clock(), lease=config.lease)
+                store.moves.finish_move(move, now=clock(), lease=config.lease)
                 flipped = True
                 pause("flipped")
         except BaseException as exc:
             if not flipped:
                 reason = exc.message if isinstance(exc, GatewayError) else f"the command stopped ({exc!r})"
-                if store.abort_move(move, now=clock(), reason=f"restore: {reason}"):
+                if store.moves.abort_move(move, now=clock(), reason=f"restore: {reason}"):
                     with contextlib.suppress(MoveFailed):  # else the target removes it by itself
                         if settled:
                             link.call(target, "DELETE", workspace_id, "")
-                        store.record_move(move.id, "discarded", now=clock(), note=f"restore: {reason}")
+                        store.moves.record_move(move.id, "discarded", now=clock(), note=f"restore: {reason}")
             raise
         open_on(link, target, workspace_id, clock=clock)
-        store.record_move(move.id, "served", now=clock(), note=note)
+        store.moves.record_move(move.id, "served", now=clock(), note=note)
     finally:
         link.close()
-    store.audit(
+    store.audit_log.record(
         "workspace.restore",
         owner_id=owner_id,
         workspace_id=workspace_id,
@@ -183,13 +179,13 @@ def _named(backup: Path) -> str:
 
 
 def _restored_already(
-    store: _Audited, placement: Placement, nodes: dict[str, Node], target: str
+    store: ControlPlane, placement: Placement, nodes: dict[str, Node], target: str
 ) -> MoveRecord | None:
     """The restore that already put the workspace on ``target`` (its last move: from a node declared
     lost, switched), or None: running the same restore again finishes that one, or says it is done."""
     if placement.node != target or placement.moving_to is not None:
         return None
-    moves = store.moves_of(placement.workspace_id)
+    moves = store.moves.moves_of(placement.workspace_id)
     last = moves[-1] if moves else None
     if last is None or last.target != target or last.state not in ("flipped", "served", "cleaned"):
         return None
@@ -200,7 +196,7 @@ def _restored_already(
 
 
 def _finish_restored(
-    store: _Audited,
+    store: ControlPlane,
     done: MoveRecord,
     target: Node,
     backup: Path,
@@ -225,14 +221,14 @@ def _finish_restored(
             open_on(link, target, done.workspace_id, clock=clock)
         finally:
             link.close()
-        store.record_move(done.id, "served", now=clock(), note=done.note)
+        store.moves.record_move(done.id, "served", now=clock(), note=done.note)
     else:
         say(f"workspace {done.workspace_id} is already restored on {target.name}; nothing changed")
     return MoveReport(done.workspace_id, done.source, target.name, 0, 0)
 
 
 def _call_off_lapsed_restore(
-    store: _Audited,
+    store: ControlPlane,
     link: NodeCalls,
     placement: Placement,
     nodes: dict[str, Node],
@@ -254,20 +250,20 @@ def _call_off_lapsed_restore(
 
 
 def _discard_earlier(
-    store: _Audited, link: NodeCalls, workspace_id: str, target: Node, *, clock: Callable[[], float]
+    store: ControlPlane, link: NodeCalls, workspace_id: str, target: Node, *, clock: Callable[[], float]
 ) -> None:
     """An earlier restore to ``target`` that was called off may have left what it sent there (the
     target removes it at its next heartbeat): removed now, so this restore begins on a clean slate."""
-    moves = store.moves_of(workspace_id)
+    moves = store.moves.moves_of(workspace_id)
     last = moves[-1] if moves else None
     if last is not None and last.target == target.name and last.state == "called_off":
         with contextlib.suppress(MoveFailed):  # refused: the restore's begin says why
             link.call(target, "DELETE", workspace_id, "")
-            store.record_move(last.id, "discarded", now=clock(), note=last.note)
+            store.moves.record_move(last.id, "discarded", now=clock(), note=last.note)
 
 
 def abandon(
-    store: _Audited,
+    store: ControlPlane,
     owner_id: str,
     workspace_id: str,
     config: MoveConfig,
@@ -279,15 +275,17 @@ def abandon(
     its next step then finds it called off and stops): the workspace is lost again, and the target
     removes what it received (now, or at its next heartbeat if it cannot be reached). Refused
     (nothing changed) when no restore of it is under way."""
-    placement = store.placement(workspace_id)
-    nodes = {n.name: n for n in store.nodes()}
+    placement = store.nodes.placement(workspace_id)
+    nodes = {n.name: n for n in store.nodes.all()}
     source = None if placement is None else nodes.get(placement.node)
     if placement is None or placement.moving_to is None or source is None or not source.lost:
         raise BadRequest(
             f"no restore of workspace {workspace_id} is under way; nothing to abandon (nothing changed)"
         )
-    move = None if placement.move_id is None else store.move_record(placement.move_id)
-    if move is None or not store.abort_move(move, now=clock(), reason="restore: abandoned by the operator"):
+    move = None if placement.move_id is None else store.moves.move_record(placement.move_id)
+    if move is None or not store.moves.abort_move(
+        move, now=clock(), reason="restore: abandoned by the operator"
+    ):
         raise BadRequest(f"the restore of workspace {workspace_id} ended meanwhile; nothing to abandon")
     say(f"abandoned the restore of workspace {workspace_id} to {move.target}; it is lost again")
     target = nodes.get(move.target)
@@ -295,18 +293,20 @@ def abandon(
         link = NodeCalls(config.secret, clock)
         try:
             link.call(target, "DELETE", workspace_id, "")
-            store.record_move(move.id, "discarded", now=clock(), note="restore: abandoned by the operator")
+            store.moves.record_move(
+                move.id, "discarded", now=clock(), note="restore: abandoned by the operator"
+            )
             say(f"{target.name} removed what it had received")
         except MoveFailed as exc:
             say(f"{exc.message}; {target.name} removes what it received at its next heartbeat")
         finally:
             link.close()
-    store.audit(
+    store.audit_log.record(
         "workspace.restore.abandon",
         owner_id=owner_id,
         workspace_id=workspace_id,
         detail={"lost_node": move.source, "to": move.target, "move": move.id},
     )
-    found = store.move_record(move.id)
+    found = store.moves.move_record(move.id)
     assert found is not None
     return found

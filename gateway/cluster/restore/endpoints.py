@@ -61,10 +61,10 @@ class RestoreEndpoints:
         here = self.moves.link.here
 
         def read() -> str | None:
-            placement = self.moves.journal.placement(workspace_id)
+            placement = self.moves.journal.nodes.placement(workspace_id)
             if placement is None or placement.moving_to != here:
                 return "no restore of this workspace to this node is under way"
-            lost = {n.name for n in self.moves.journal.nodes() if n.lost}
+            lost = {n.name for n in self.moves.journal.nodes.all() if n.lost}
             if placement.node not in lost:
                 return f"this workspace is on node {placement.node!r}, which is not declared lost"
             return None

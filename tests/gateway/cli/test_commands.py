@@ -53,10 +53,10 @@ def test_owner_then_token_prints_only_the_token(data_dir: Path) -> None:
     assert out == secret + "\n" and tokens.looks_like_token(secret)
     store = ControlPlane.open(data_dir / "control.db")
     try:
-        principal = store.authenticate(secret)
+        principal = store.connections.authenticate(secret)
         assert principal is not None and principal.read_only and principal.scope == "project:fjord"
-        owner = store.owner_by_email("ada@example.com")
-        stored = store.password_hash(owner.id)
+        owner = store.owners.owner_by_email("ada@example.com")
+        stored = store.owners.password_hash(owner.id)
         assert stored is not None and stored.startswith("$argon2id$")
     finally:
         store.close()

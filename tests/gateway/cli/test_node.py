@@ -23,7 +23,7 @@ def _run(data_dir: Path, database_url: str | None, *args: str) -> tuple[int, str
 
 
 def _new_workspace(store: ControlPlane, who: str) -> str:
-    return store.create_owner(f"{who}@example.com", None)[1].id
+    return store.owners.create_owner(f"{who}@example.com", None)[1].id
 
 
 @pytest.mark.req("run:scale-out", "run:cli")
@@ -33,20 +33,20 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
         now = time.time()
-        store.register_node("node-a", "http://node-a.internal:8080", now=now)
-        store.register_node("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
-        store.register_node("node-c", "http://node-c.internal:8080", now=now)
+        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=now)
+        store.nodes.register_node("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
+        store.nodes.register_node("node-c", "http://node-c.internal:8080", now=now)
         first = _new_workspace(store, "ada")
-        assert place(store, first, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
+        assert place(store.nodes, first, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
 
         code, out, err = _run(data_dir, database_url, "node", "drain", "node-c")
         assert code == 0, err
         assert "node-c" in err and "draining" in err and "0 workspace(s)" in err
         # the least-loaded live node is node-c, but it is draining: the new workspace goes to node-a
         second = _new_workspace(store, "bob")
-        assert place(store, second, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
+        assert place(store.nodes, second, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
         # a restart of node-c keeps it drained
-        store.register_node("node-c", "http://node-c.internal:8080", now=now)
+        store.nodes.register_node("node-c", "http://node-c.internal:8080", now=now)
 
         code, out, _ = _run(data_dir, database_url, "node", "list")
         assert code == 0
@@ -60,7 +60,7 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
         code, _, err = _run(data_dir, database_url, "node", "drain", "node-c", "--undo")
         assert code == 0 and "accepts new workspaces again" in err
         third = _new_workspace(store, "cy")
-        assert place(store, third, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-c"
+        assert place(store.nodes, third, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-c"
     finally:
         store.close()
 
@@ -72,10 +72,10 @@ def test_draining_an_unknown_node_says_so_and_changes_nothing(
     data_dir.mkdir()
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
-        store.register_node("node-a", "http://node-a.internal:8080", now=time.time())
+        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=time.time())
         code, _, err = _run(data_dir, database_url, "node", "drain", "node-x")
         assert code != 0 and "no node named 'node-x'" in err and len(err.strip().splitlines()) == 1
-        assert [n.draining for n in store.nodes()] == [False]
+        assert [n.draining for n in store.nodes.all()] == [False]
     finally:
         store.close()
 
@@ -87,16 +87,16 @@ def test_declare_a_node_lost_list_it_and_undo(tmp_path: Path, database_url: str 
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
         now = time.time()
-        store.register_node("node-a", "http://node-a.internal:8080", now=now)
-        store.register_node("node-b", "http://node-b.internal:8080", now=now)
-        store.place_on(_new_workspace(store, "ada"), "node-b", now=now, lease=LEASE)
+        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=now)
+        store.nodes.register_node("node-b", "http://node-b.internal:8080", now=now)
+        store.nodes.place_on(_new_workspace(store, "ada"), "node-b", now=now, lease=LEASE)
         # without --confirm: what it does is said, nothing changes
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b")
         assert code == 2 and "--confirm" in err and "nothing changed" in err
         # node-b heartbeated just now: refused unless forced
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--confirm")
         assert code == 1 and "heartbeated" in err and "--force" in err, err
-        assert not any(n.lost for n in store.nodes())
+        assert not any(n.lost for n in store.nodes.all())
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--confirm", "--force")
         assert code == 0 and "declared lost" in err and "1 workspace(s)" in err and "workspace restore" in err
         code, out, _ = _run(data_dir, database_url, "node", "list")
@@ -108,11 +108,11 @@ def test_declare_a_node_lost_list_it_and_undo(tmp_path: Path, database_url: str 
         assert code == 1 and "no node named 'node-x'" in err
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--undo")
         assert code == 2 and "--confirm" in err
-        assert [n.name for n in store.nodes() if n.lost] == ["node-b"]
+        assert [n.name for n in store.nodes.all() if n.lost] == ["node-b"]
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b", "--undo", "--confirm")
         assert code == 0 and "no longer lost" in err, err
-        assert not any(n.lost for n in store.nodes())
-        kinds = [e.kind for e in store.audit_events(limit=20) if e.kind.startswith("node.")]
+        assert not any(n.lost for n in store.nodes.all())
+        kinds = [e.kind for e in store.audit_log.events(limit=20) if e.kind.startswith("node.")]
         assert kinds == ["node.found", "node.lost"]
     finally:
         store.close()

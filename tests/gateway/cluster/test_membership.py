@@ -30,14 +30,15 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 @pytest.mark.req("run:scale-out")
 async def test_the_heartbeat_renews_the_node_and_its_leases(store: ControlPlane) -> None:
     started = time.time()
-    store.register_node(NODE.name, NODE.advertise_url, now=started - 100)
-    ws = store.create_owner("ada@example.com", None)[1].id
-    place(store, ws, now=started - 100, heartbeat_timeout=1000, lease=1)
+    store.nodes.register_node(NODE.name, NODE.advertise_url, now=started - 100)
+    ws = store.owners.create_owner("ada@example.com", None)[1].id
+    place(store.nodes, ws, now=started - 100, heartbeat_timeout=1000, lease=1)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(keep_alive, store, NODE, time.time)
-        await _until(lambda: store.nodes()[0].heartbeat_at >= started, "a heartbeat")
+        tg.start_soon(keep_alive, store.nodes, NODE, time.time)
+        await _until(lambda: store.nodes.all()[0].heartbeat_at >= started, "a heartbeat")
         await _until(
-            lambda: (p := store.placement(ws)) is not None and p.lease_expires_at >= started + 30, "lease"
+            lambda: (p := store.nodes.placement(ws)) is not None and p.lease_expires_at >= started + 30,
+            "lease",
         )
         tg.cancel_scope.cancel()
 
@@ -52,7 +53,7 @@ class _Flaky:
         self.calls += 1
         if self.calls == 1:
             raise OSError("connection refused")
-        return self.store.heartbeat(name, now=now, lease=lease, generation=generation)
+        return self.store.nodes.heartbeat(name, now=now, lease=lease, generation=generation)
 
 
 @pytest.mark.req("run:scale-out")
@@ -60,12 +61,14 @@ async def test_a_failed_heartbeat_is_logged_and_the_next_one_goes_through(
     store: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
     started = time.time()
-    store.register_node(NODE.name, NODE.advertise_url, now=started - 100)
+    store.nodes.register_node(NODE.name, NODE.advertise_url, now=started - 100)
     flaky = _Flaky(store)
     with caplog.at_level(logging.WARNING):
         async with anyio.create_task_group() as tg:
             tg.start_soon(keep_alive, flaky, NODE, time.time)
-            await _until(lambda: store.nodes()[0].heartbeat_at >= started, "a heartbeat after the failure")
+            await _until(
+                lambda: store.nodes.all()[0].heartbeat_at >= started, "a heartbeat after the failure"
+            )
             tg.cancel_scope.cancel()
     assert flaky.calls >= 2
     assert any("node.heartbeat_failed" in r.getMessage() for r in caplog.records)

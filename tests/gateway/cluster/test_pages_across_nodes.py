@@ -52,9 +52,9 @@ class Pair(Cluster):
         call; returns its workspace id and an API token."""
         store = self.store()
         try:
-            owner, workspace = store.create_owner(email, hash_password(PASSWORD))
-            store.place_on(workspace.id, "node-c", now=time.time(), lease=2.0)
-            _, token = store.create_pat(owner.id, workspace.id, "Agent")
+            owner, workspace = store.owners.create_owner(email, hash_password(PASSWORD))
+            store.nodes.place_on(workspace.id, "node-c", now=time.time(), lease=2.0)
+            _, token = store.connections.create_pat(owner.id, workspace.id, "Agent")
         finally:
             store.close()
         return workspace.id, token
@@ -232,7 +232,7 @@ async def test_an_erase_left_half_way_is_finished_from_any_node_by_the_workspace
     owner_id = str(pair.rows("SELECT id FROM owners WHERE email = %s", email)[0][0])
     store = pair.store()
     try:
-        store.lock_out_owner(owner_id, remote=None)  # as an erase whose deletions did not happen
+        store.erasure.lock_out_owner(owner_id, remote=None)  # as an erase whose deletions did not happen
     finally:
         store.close()
     b.cli_env["ALMANAC_CLUSTER_SECRET"] = SECRET
@@ -283,8 +283,8 @@ async def test_the_internal_engine_endpoints_refuse_anything_unsigned_or_stale(
     # served from a second copy
     store = pair.store()
     try:
-        elsewhere = store.create_owner("rae@example.com", None)[1].id
-        store.place_on(elsewhere, "node-b", now=time.time(), lease=2.0)
+        elsewhere = store.owners.create_owner("rae@example.com", None)[1].id
+        store.nodes.place_on(elsewhere, "node-b", now=time.time(), lease=2.0)
     finally:
         store.close()
     who = Principal("", elsewhere, "web", "Dashboard", read_only=False, scope=None)

@@ -138,9 +138,9 @@ def _owner_on(cluster: Cluster, email: str, node: str) -> tuple[str, str, str]:
     """A new owner whose workspace is placed on ``node``: (owner id, workspace id, token)."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner(email, hash_password(PASSWORD))
-        store.place_on(workspace.id, node, now=time.time(), lease=2.0)
-        return owner.id, workspace.id, store.create_pat(owner.id, workspace.id, "agent")[1]
+        owner, workspace = store.owners.create_owner(email, hash_password(PASSWORD))
+        store.nodes.place_on(workspace.id, node, now=time.time(), lease=2.0)
+        return owner.id, workspace.id, store.connections.create_pat(owner.id, workspace.id, "agent")[1]
     finally:
         store.close()
 
@@ -174,7 +174,7 @@ def _restore_checked_midway(
         assert httpx.put(a.url + path, content=b"forged", timeout=30).status_code == 401
         store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
         try:
-            (node_a,) = [n for n in store.nodes() if n.name == "node-a"]
+            (node_a,) = [n for n in store.nodes.all() if n.name == "node-a"]
         finally:
             store.close()
         # a file whose bytes are not those its signed SHA-256 declares is not kept

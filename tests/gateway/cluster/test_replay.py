@@ -125,8 +125,8 @@ async def test_a_captured_signed_call_replayed_to_a_real_node_is_refused(cluster
     a = cluster.nodes["node-a"]
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner("ada@example.com", None)
-        token = store.create_pat(owner.id, workspace.id, "ada's agent")[1]
+        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
     finally:
         store.close()
     auth = {"Authorization": f"Bearer {token}"}

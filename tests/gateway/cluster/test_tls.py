@@ -158,8 +158,8 @@ def test_nodes_reach_each_other_over_tls_with_a_private_ca(tls: tuple[TlsCluster
     a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner("ada@example.com", None)
-        token = store.create_pat(owner.id, workspace.id, "ada's agent")[1]
+        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
     finally:
         store.close()
     assert str(cluster.rows("SELECT advertise_url FROM nodes WHERE name = %s", "node-a")[0][0]).startswith(

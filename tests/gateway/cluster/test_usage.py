@@ -31,9 +31,9 @@ async def placed(cluster: Cluster) -> str:
     second workspace of hers never used; returns the first's id."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.create_owner("ada@example.com", None)
-        token = store.create_pat(owner.id, workspace.id, "ada's agent")[1]
-        store.create_workspace(owner.id, "later")  # never called: placed nowhere yet
+        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
+        store.owners.create_workspace(owner.id, "later")  # never called: placed nowhere yet
     finally:
         store.close()
     async with connect(cluster.nodes["node-b"], token) as client:

@@ -13,46 +13,50 @@ from gateway.errors import OwnerNotFound, ResetLinkInvalid
 
 @pytest.mark.req("gw:signin")
 def test_a_reset_link_works_once_until_it_expires_and_ends_the_owners_sessions(store: ControlPlane) -> None:
-    owner, _ = store.create_owner("ada@example.com", None)
-    _, cookie = store.create_session(owner.id, max_age=3600, remote=None, user_agent=None, method="password")
-    secret, expires = store.create_reset_link(owner.id, ttl=3600)
-    other, _ = store.create_reset_link(owner.id, ttl=3600)
-    link = store.reset_link(secret)
+    owner, _ = store.owners.create_owner("ada@example.com", None)
+    _, cookie = store.accounts.create_session(
+        owner.id, max_age=3600, remote=None, user_agent=None, method="password"
+    )
+    secret, expires = store.passwords.create_reset_link(owner.id, ttl=3600)
+    other, _ = store.passwords.create_reset_link(owner.id, ttl=3600)
+    link = store.passwords.reset_link(secret)
     assert link is not None and (link.owner_id, link.email, link.expires_at) == (
         owner.id,
         owner.email,
         expires,
     )
-    assert store.reset_link(secret + "x") is None
-    assert store.use_reset_link(secret, hash_password("new password 1"), remote="10.0.0.9") == owner.id
-    stored = store.password_hash(owner.id)
+    assert store.passwords.reset_link(secret + "x") is None
+    assert (
+        store.passwords.use_reset_link(secret, hash_password("new password 1"), remote="10.0.0.9") == owner.id
+    )
+    stored = store.owners.password_hash(owner.id)
     assert stored is not None and verify_password(stored, "new password 1")
-    assert store.session_by_secret(cookie) is None  # signed out everywhere
+    assert store.accounts.session_by_secret(cookie) is None  # signed out everywhere
     for spent in (secret, other):  # used, and the owner's other link voided with it
-        assert store.reset_link(spent) is None
+        assert store.passwords.reset_link(spent) is None
         with pytest.raises(ResetLinkInvalid, match="used already, it expired"):
-            store.use_reset_link(spent, hash_password("another password"), remote=None)
-    expired, _ = store.create_reset_link(owner.id, ttl=-1)
-    assert store.reset_link(expired) is None
+            store.passwords.use_reset_link(spent, hash_password("another password"), remote=None)
+    expired, _ = store.passwords.create_reset_link(owner.id, ttl=-1)
+    assert store.passwords.reset_link(expired) is None
     with pytest.raises(ResetLinkInvalid):
-        store.use_reset_link(expired, hash_password("another password"), remote=None)
-    stored = store.password_hash(owner.id)
+        store.passwords.use_reset_link(expired, hash_password("another password"), remote=None)
+    stored = store.owners.password_hash(owner.id)
     assert stored is not None and verify_password(stored, "new password 1")  # refusals changed nothing
-    kinds = [e.kind for e in store.audit_events(owner_id=owner.id)]
+    kinds = [e.kind for e in store.audit_log.events(owner_id=owner.id)]
     assert kinds.count("password.reset_link") == 3 and kinds.count("password.reset") == 1
     assert kinds.count("password.reset_refused") == 3
-    assert not any(secret in str(e.detail) for e in store.audit_events(owner_id=owner.id))
+    assert not any(secret in str(e.detail) for e in store.audit_log.events(owner_id=owner.id))
 
 
 @pytest.mark.req("gw:signin")
 def test_two_uses_of_one_link_at_once_set_one_password(store: ControlPlane) -> None:
-    owner, _ = store.create_owner("bo@example.com", None)
-    secret, _ = store.create_reset_link(owner.id, ttl=3600)
+    owner, _ = store.owners.create_owner("bo@example.com", None)
+    secret, _ = store.passwords.create_reset_link(owner.id, ttl=3600)
     outcomes: list[str] = []
 
     def use(password: str) -> None:
         try:
-            store.use_reset_link(secret, hash_password(password), remote=None)
+            store.passwords.use_reset_link(secret, hash_password(password), remote=None)
             outcomes.append("set")
         except ResetLinkInvalid:
             outcomes.append("refused")
@@ -67,16 +71,16 @@ def test_two_uses_of_one_link_at_once_set_one_password(store: ControlPlane) -> N
 
 @pytest.mark.req("gw:signin")
 def test_set_password_is_audited_and_refused_for_a_locked_out_owner(store: ControlPlane) -> None:
-    owner, _ = store.create_owner("cy@example.com", None)
-    store.set_password(owner.id, hash_password("a fine password"), via="cli")
-    assert [e.detail for e in store.audit_events(owner_id=owner.id) if e.kind == "password.set"] == [
+    owner, _ = store.owners.create_owner("cy@example.com", None)
+    store.passwords.set_password(owner.id, hash_password("a fine password"), via="cli")
+    assert [e.detail for e in store.audit_log.events(owner_id=owner.id) if e.kind == "password.set"] == [
         {"via": "cli"}
     ]
-    secret, _ = store.create_reset_link(owner.id, ttl=3600)
-    store.lock_out_owner(owner.id, remote=None)
-    assert store.reset_link(secret) is None
+    secret, _ = store.passwords.create_reset_link(owner.id, ttl=3600)
+    store.erasure.lock_out_owner(owner.id, remote=None)
+    assert store.passwords.reset_link(secret) is None
     with pytest.raises(OwnerNotFound):
-        store.set_password(owner.id, hash_password("another password"), via="cli")
+        store.passwords.set_password(owner.id, hash_password("another password"), via="cli")
     with pytest.raises(ResetLinkInvalid):
-        store.use_reset_link(secret, hash_password("another password"), remote=None)
-    store.forget_owner(owner.id)  # erasing the account takes its reset links too
+        store.passwords.use_reset_link(secret, hash_password("another password"), remote=None)
+    store.erasure.forget_owner(owner.id)  # erasing the account takes its reset links too

@@ -23,14 +23,14 @@ def own_server() -> Iterator[PostgresServer]:
 def test_calls_after_a_database_restart_succeed(own_server: PostgresServer) -> None:
     store = ControlPlane.open_url(own_server.create_database())
     try:
-        owner, ws = store.create_owner("ada@example.com", None)
-        _, secret = store.create_pat(owner.id, ws.id, "laptop")
-        assert store.authenticate(secret) is not None
+        owner, ws = store.owners.create_owner("ada@example.com", None)
+        _, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
+        assert store.connections.authenticate(secret) is not None
         own_server.restart()
-        principal = store.authenticate(secret)  # the pooled connection is dead; a new one serves
+        principal = store.connections.authenticate(secret)  # the pooled connection is dead; a new one serves
         assert principal is not None and principal.connection_name == "laptop"
         own_server.restart()
-        store.create_pat(owner.id, ws.id, "desktop")  # a transaction first after the restart
-        assert [c.name for c in store.connections(owner.id)] == ["laptop", "desktop"]
+        store.connections.create_pat(owner.id, ws.id, "desktop")  # a transaction first after the restart
+        assert [c.name for c in store.connections.of_owner(owner.id)] == ["laptop", "desktop"]
     finally:
         store.close()

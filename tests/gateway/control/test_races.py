@@ -50,9 +50,11 @@ def _all_at_once(planes: list[ControlPlane], act: Callable[[int, ControlPlane], 
 
 
 def _code(store: ControlPlane) -> tuple[str, str]:
-    owner, workspace = store.create_owner("race@example.com", None)
-    store.save_client("dcr_c", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=NOW, expires_at=None)
-    code = store.save_code(
+    owner, workspace = store.owners.create_owner("race@example.com", None)
+    store.oauth.save_client(
+        "dcr_c", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=NOW, expires_at=None
+    )
+    code = store.oauth.save_code(
         client_id="dcr_c",
         choice=ConsentChoice(owner.id, workspace.id, "Racer", read_only=False, scope=None),
         redirect_uri="http://127.0.0.1/cb",
@@ -70,9 +72,9 @@ def _code(store: ControlPlane) -> tuple[str, str]:
 @pytest.mark.req("gw:oauth")
 def test_a_refresh_token_spent_by_several_gateways_at_once_rotates_once(gateways: list[ControlPlane]) -> None:
     _, code = _code(gateways[0])
-    first = gateways[0].exchange_code(code, now=NOW, lifetimes=LIFETIMES)
+    first = gateways[0].oauth.exchange_code(code, now=NOW, lifetimes=LIFETIMES)
     results = _all_at_once(
-        gateways, lambda _i, g: g.rotate_refresh(first.refresh_token, now=NOW + 1, lifetimes=LIFETIMES)
+        gateways, lambda _i, g: g.oauth.rotate_refresh(first.refresh_token, now=NOW + 1, lifetimes=LIFETIMES)
     )
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
@@ -91,10 +93,12 @@ def test_a_refresh_token_spent_by_several_gateways_at_once_rotates_once(gateways
 
 @pytest.mark.req("gw:signin")
 def test_an_invite_used_by_several_gateways_at_once_admits_one_owner(gateways: list[ControlPlane]) -> None:
-    invite = gateways[0].create_invite("for one person")
+    invite = gateways[0].accounts.create_invite("for one person")
     results = _all_at_once(
         gateways,
-        lambda i, g: g.sign_up(f"person{i}@example.com", None, invite=invite, remote=None, method="password"),
+        lambda i, g: g.accounts.sign_up(
+            f"person{i}@example.com", None, invite=invite, remote=None, method="password"
+        ),
     )
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
@@ -109,12 +113,12 @@ def test_a_code_exchanged_by_several_gateways_at_once_creates_one_connection(
     gateways: list[ControlPlane],
 ) -> None:
     owner_id, code = _code(gateways[0])
-    results = _all_at_once(gateways, lambda _i, g: g.exchange_code(code, now=NOW, lifetimes=LIFETIMES))
+    results = _all_at_once(gateways, lambda _i, g: g.oauth.exchange_code(code, now=NOW, lifetimes=LIFETIMES))
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
     assert len(won) <= 1 and len(won) + len(lost) == GATEWAYS, results
     assert all(isinstance(e, InvalidGrant) for e in lost), lost
-    made = gateways[0].connections(owner_id, include_revoked=True)
+    made = gateways[0].connections.of_owner(owner_id, include_revoked=True)
     assert len(made) == 1  # never two grants from one code
 
 
@@ -126,20 +130,20 @@ def test_an_account_erase_and_a_move_begun_at_once_never_both_go_ahead(gateways:
     erase running beside a move that could bring a copy back."""
     first = gateways[0]
     for name in ("node-a", "node-b"):
-        first.register_node(name, f"http://{name}", now=NOW)
+        first.nodes.register_node(name, f"http://{name}", now=NOW)
     for round_ in range(12):
-        owner, workspace = first.create_owner(f"racer{round_}@example.com", None)
-        first.place_on(workspace.id, "node-a", now=NOW, lease=30)
+        owner, workspace = first.owners.create_owner(f"racer{round_}@example.com", None)
+        first.nodes.place_on(workspace.id, "node-a", now=NOW, lease=30)
 
         def act(i: int, plane: ControlPlane, owner_id: str = owner.id, ws: str = workspace.id) -> object:
             if i % 2 == 0:
-                return plane.lock_out_owner(owner_id, remote=None)
-            return plane.begin_move(ws, "node-a", "node-b", now=NOW, timeout=10)
+                return plane.erasure.lock_out_owner(owner_id, remote=None)
+            return plane.moves.begin_move(ws, "node-a", "node-b", now=NOW, timeout=10)
 
         erased, moved = _all_at_once(gateways[:2], act)
         assert isinstance(erased, MoveUnderWay) != isinstance(moved, BadRequest), (erased, moved)
         assert not isinstance(erased, Exception) or isinstance(erased, MoveUnderWay), erased
         assert not isinstance(moved, Exception) or "being erased" in str(moved), moved
-        placement = first.placement(workspace.id)
+        placement = first.nodes.placement(workspace.id)
         assert placement is not None
-        assert (placement.moving_to is None) == first.being_erased(workspace.id)
+        assert (placement.moving_to is None) == first.erasure.being_erased(workspace.id)

@@ -21,8 +21,8 @@ from gateway.errors import (
 
 @pytest.mark.req("gw:pat")
 def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) -> None:
-    owner, ws = store.create_owner("ada@example.com", None)
-    connection, secret = store.create_pat(owner.id, ws.id, "laptop")
+    owner, ws = store.owners.create_owner("ada@example.com", None)
+    connection, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
     assert tokens.looks_like_token(secret)
     db = store._db
     dump = "\n".join(str(row) for row in db.execute("SELECT * FROM tokens"))
@@ -30,7 +30,7 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) 
     assert secret not in dump
     assert tokens.hash_token(secret) in dump
     assert connection.token_prefix is not None and secret.startswith(connection.token_prefix)
-    principal = store.authenticate(secret)
+    principal = store.connections.authenticate(secret)
     assert principal is not None
     assert (principal.workspace_id, principal.connection_name, principal.read_only, principal.scope) == (
         ws.id,
@@ -42,77 +42,77 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) 
 
 @pytest.mark.req("gw:pat")
 def test_read_only_and_pinned_scope_travel_with_the_token(store: ControlPlane) -> None:
-    owner, ws = store.create_owner("ada@example.com", None)
-    _, secret = store.create_pat(owner.id, ws.id, "reader", read_only=True, scope="project:fjord")
-    principal = store.authenticate(secret)
+    owner, ws = store.owners.create_owner("ada@example.com", None)
+    _, secret = store.connections.create_pat(owner.id, ws.id, "reader", read_only=True, scope="project:fjord")
+    principal = store.connections.authenticate(secret)
     assert principal is not None and principal.read_only and principal.scope == "project:fjord"
 
 
 @pytest.mark.req("gw:pat")
 @pytest.mark.parametrize("label", ["", "Project", "-x", "a..b", "a b", "x" * 65, "../etc", "é"])
 def test_bad_scope_labels_are_refused(store: ControlPlane, label: str) -> None:
-    owner, ws = store.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create_owner("ada@example.com", None)
     with pytest.raises(InvalidScope):
-        store.create_pat(owner.id, ws.id, "t", scope=label)
-    assert store.connections(owner.id) == []
+        store.connections.create_pat(owner.id, ws.id, "t", scope=label)
+    assert store.connections.of_owner(owner.id) == []
 
 
 @pytest.mark.req("gw:pat")
 def test_revoked_tokens_stop_working_at_once_and_are_audited(store: ControlPlane) -> None:
-    owner, ws = store.create_owner("ada@example.com", None)
-    connection, secret = store.create_pat(owner.id, ws.id, "laptop")
-    revoked = store.revoke(owner.id, "laptop", remote="127.0.0.1")
+    owner, ws = store.owners.create_owner("ada@example.com", None)
+    connection, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
+    revoked = store.connections.revoke(owner.id, "laptop", remote="127.0.0.1")
     assert revoked.revoked_at is not None
-    assert store.authenticate(secret) is None
-    assert store.connections(owner.id) == []
-    assert [c.id for c in store.connections(owner.id, include_revoked=True)] == [connection.id]
-    kinds = [e.kind for e in store.audit_events(owner_id=owner.id)]
+    assert store.connections.authenticate(secret) is None
+    assert store.connections.of_owner(owner.id) == []
+    assert [c.id for c in store.connections.of_owner(owner.id, include_revoked=True)] == [connection.id]
+    kinds = [e.kind for e in store.audit_log.events(owner_id=owner.id)]
     assert kinds == ["token.revoke", "token.create", "owner.create"]
     with pytest.raises(TokenNotFound):
-        store.revoke(owner.id, "laptop")
+        store.connections.revoke(owner.id, "laptop")
     # the name is free again once revoked
-    store.create_pat(owner.id, ws.id, "laptop")
+    store.connections.create_pat(owner.id, ws.id, "laptop")
 
 
 @pytest.mark.req("gw:pat")
 def test_names_are_unique_among_live_tokens_and_owners_by_email(store: ControlPlane) -> None:
-    owner, ws = store.create_owner("ada@example.com", None)
-    store.create_pat(owner.id, ws.id, "laptop")
+    owner, ws = store.owners.create_owner("ada@example.com", None)
+    store.connections.create_pat(owner.id, ws.id, "laptop")
     with pytest.raises(AlreadyExists):
-        store.create_pat(owner.id, ws.id, "laptop")
+        store.connections.create_pat(owner.id, ws.id, "laptop")
     with pytest.raises(AlreadyExists):
-        store.create_owner("ADA@example.com", None)
+        store.owners.create_owner("ADA@example.com", None)
     with pytest.raises(InvalidEmail):
-        store.create_owner("not-an-email", None)
+        store.owners.create_owner("not-an-email", None)
     with pytest.raises(InvalidName):
-        store.create_pat(owner.id, ws.id, "  ")
+        store.connections.create_pat(owner.id, ws.id, "  ")
     with pytest.raises(OwnerNotFound):
-        store.owner_by_email("bob@example.com")
+        store.owners.owner_by_email("bob@example.com")
 
 
 @pytest.mark.req("gw:pat")
 def test_unknown_and_malformed_tokens_are_refused(store: ControlPlane) -> None:
-    assert store.authenticate("") is None
-    assert store.authenticate("alm_pat_" + "A" * 43) is None
-    assert store.authenticate("x' OR 1=1 --") is None
+    assert store.connections.authenticate("") is None
+    assert store.connections.authenticate("alm_pat_" + "A" * 43) is None
+    assert store.connections.authenticate("x' OR 1=1 --") is None
 
 
 @pytest.mark.req("gw:pat")
 def test_workspaces(store: ControlPlane) -> None:
-    owner, default = store.create_owner("ada@example.com", None)
-    other = store.create_workspace(owner.id, "research")
-    assert [w.name for w in store.workspaces(owner.id)] == ["default", "research"]
-    assert store.workspace_by_name(owner.id, "research") == other
+    owner, default = store.owners.create_owner("ada@example.com", None)
+    other = store.owners.create_workspace(owner.id, "research")
+    assert [w.name for w in store.owners.workspaces(owner.id)] == ["default", "research"]
+    assert store.owners.workspace_by_name(owner.id, "research") == other
     with pytest.raises(WorkspaceNotFound):
-        store.workspace_by_name(owner.id, "nope")
+        store.owners.workspace_by_name(owner.id, "nope")
     with pytest.raises(AlreadyExists):
-        store.create_workspace(owner.id, "research")
+        store.owners.create_workspace(owner.id, "research")
     assert default.id != other.id
 
 
 def test_owner_passwords_are_argon2id(store: ControlPlane) -> None:
-    owner, _ = store.create_owner("ada@example.com", hash_password("correct horse"))
-    stored = store.password_hash(owner.id)
+    owner, _ = store.owners.create_owner("ada@example.com", hash_password("correct horse"))
+    stored = store.owners.password_hash(owner.id)
     assert stored is not None and stored.startswith("$argon2id$")
     assert verify_password(stored, "correct horse")
     assert not verify_password(stored, "wrong")

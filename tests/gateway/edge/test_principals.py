@@ -181,8 +181,8 @@ async def oauth_tokens(served: Served) -> tuple[str, str, str]:
     registered = await served.http.post("/register", json=body)
     assert registered.status_code == 201, registered.text
     client_id = str(registered.json()["client_id"])
-    owner, workspace = served.elsewhere.create_owner("oauth@example.com", None)
-    code = served.elsewhere.save_code(
+    owner, workspace = served.elsewhere.owners.create_owner("oauth@example.com", None)
+    code = served.elsewhere.oauth.save_code(
         client_id=client_id,
         choice=ConsentChoice(owner.id, workspace.id, "Agent", read_only=False, scope=None),
         redirect_uri="http://127.0.0.1:9/callback",
@@ -195,18 +195,18 @@ async def oauth_tokens(served: Served) -> tuple[str, str, str]:
         remote=None,
     )
     lifetimes = TokenLifetimes(access=600, refresh=86400)
-    issued = served.elsewhere.exchange_code(code, now=time.time(), lifetimes=lifetimes)
+    issued = served.elsewhere.oauth.exchange_code(code, now=time.time(), lifetimes=lifetimes)
     return client_id, issued.access_token, issued.refresh_token
 
 
 @pytest.mark.req("perf:gateway")
 async def test_a_pat_revoked_elsewhere_is_refused_within_one_second(served: Served) -> None:
-    owner, workspace = served.elsewhere.create_owner("ada@example.com", None)
-    _, token = served.elsewhere.create_pat(owner.id, workspace.id, "laptop")
+    owner, workspace = served.elsewhere.owners.create_owner("ada@example.com", None)
+    _, token = served.elsewhere.connections.create_pat(owner.id, workspace.id, "laptop")
     for _ in range(5):
         assert await accepted(served, token)
     assert served.principals.hits >= 4  # served from the cache, not a query per request
-    served.elsewhere.revoke(owner.id, "laptop")  # the CLI's way: straight into the control plane
+    served.elsewhere.connections.revoke(owner.id, "laptop")  # the CLI's way: straight into the control plane
     await refused_within(served, token, 1.0)
 
 
@@ -216,7 +216,7 @@ async def test_an_oauth_token_revoked_elsewhere_is_refused_within_one_second(ser
     for _ in range(5):
         assert await accepted(served, access)
     assert served.principals.hits >= 4
-    served.elsewhere.revoke_oauth_token(access, now=time.time())
+    served.elsewhere.oauth.revoke_oauth_token(access, now=time.time())
     await refused_within(served, access, 1.0)
 
 

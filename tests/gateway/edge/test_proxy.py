@@ -51,8 +51,8 @@ def _json_ok(request: httpx.Request) -> httpx.Response:
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
     store = ControlPlane.open(tmp_path / "control.db")
-    owner, ws = store.create_owner("ada@example.com", None)
-    _, token = store.create_pat(owner.id, ws.id, "Claude on laptop", scope="project:fjord")
+    owner, ws = store.owners.create_owner("ada@example.com", None)
+    _, token = store.connections.create_pat(owner.id, ws.id, "Claude on laptop", scope="project:fjord")
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -98,7 +98,7 @@ def test_forwards_with_identity_and_without_the_token(setup: Setup) -> None:
     assert upstream.headers["x-almanac-read-only"] == "0"
     assert upstream.headers["x-almanac-scope"] == "project:fjord"
     assert upstream.headers["accept"] == "application/json, text/event-stream"
-    assert setup.engines.slot.sessions == {"s-1": setup.store.connections(setup.owner_id)[0].id}
+    assert setup.engines.slot.sessions == {"s-1": setup.store.connections.of_owner(setup.owner_id)[0].id}
 
 
 @pytest.mark.req("gw:route", "gw:ops")
@@ -110,11 +110,11 @@ def test_401_points_at_the_resource_metadata_and_denials_are_audited(setup: Setu
         'scope="memory"'
     )
     assert r.json()["error"]["code"] == "invalid_token"
-    setup.store.revoke(setup.owner_id, "Claude on laptop")
+    setup.store.connections.revoke(setup.owner_id, "Claude on laptop")
     r = setup.client.post("/mcp", json=BODY, headers=_auth(setup))
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
     assert setup.seen == [] and setup.engines.leases == []
-    assert setup.store.audit_events(limit=1)[0].kind == "auth.denied"
+    assert setup.store.audit_log.events(limit=1)[0].kind == "auth.denied"
     assert b'almanac_auth_failures_total{code="invalid_token"} 2.0' in setup.metrics.render()
 
 
@@ -142,7 +142,7 @@ def test_origin_host_method_and_size_are_checked_before_anything_is_forwarded(se
     c = setup.client
     r = c.post("/mcp", json=BODY, headers=_auth(setup, Origin="http://evil.example"))
     assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
-    assert setup.store.audit_events(limit=1)[0].kind == "origin.denied"
+    assert setup.store.audit_log.events(limit=1)[0].kind == "origin.denied"
     assert c.post("/mcp", json=BODY, headers=_auth(setup, Origin="http://testserver")).status_code == 200
     r = c.post("/mcp", json=BODY, headers=_auth(setup, Host="evil.example"))
     assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed"
@@ -227,9 +227,9 @@ def test_get_and_delete_never_wake_a_sleeping_engine(setup: Setup) -> None:
 @pytest.mark.req("gw:route", "gw:isolation")
 def test_a_session_is_honoured_only_for_the_connection_that_opened_it(setup: Setup) -> None:
     assert setup.client.post("/mcp", json=BODY, headers=_auth(setup)).status_code == 200
-    owner = setup.store.owner_by_email("ada@example.com")
-    ws = setup.store.workspaces(owner.id)[0]
-    _, reader = setup.store.create_pat(owner.id, ws.id, "reader", read_only=True)
+    owner = setup.store.owners.owner_by_email("ada@example.com")
+    ws = setup.store.owners.workspaces(owner.id)[0]
+    _, reader = setup.store.connections.create_pat(owner.id, ws.id, "reader", read_only=True)
     r = setup.client.post(
         "/mcp", json=BODY, headers={"Authorization": f"Bearer {reader}", "Mcp-Session-Id": "s-1"}
     )

@@ -41,7 +41,7 @@ async def sign_out(client: httpx.AsyncClient) -> httpx.Response:
 
 
 def audit_kinds(site: Site) -> list[str]:
-    return [e.kind for e in reversed(site.store.audit_events())]
+    return [e.kind for e in reversed(site.store.audit_log.events())]
 
 
 @pytest.mark.req("gw:signin", "gw:ops")
@@ -66,8 +66,8 @@ async def test_sign_up_home_sign_out_sign_in(data_dir: Path, database_url: str |
         r = await sign_in(client, "ada@example.com", next="/?tab=1")
         assert r.status_code == 303 and r.headers["location"] == "/?tab=1"
         assert (await client.get("/")).status_code == 200
-        owner = site.store.owner_by_email("ada@example.com")
-        assert [w.name for w in site.store.workspaces(owner.id)] == ["default"]
+        owner = site.store.owners.owner_by_email("ada@example.com")
+        assert [w.name for w in site.store.owners.workspaces(owner.id)] == ["default"]
         kinds = audit_kinds(site)
         assert kinds[-4:] == ["signup", "signin.success", "signout", "signin.success"]
 
@@ -88,7 +88,7 @@ async def test_the_cli_owner_password_signs_in_on_the_web(data_dir: Path, databa
         r = await sign_in(client, "cli@example.com")
         assert r.status_code == 303
         assert "cli@example.com" in (await client.get("/")).text
-        stored = site.store.password_hash(site.store.owner_by_email("cli@example.com").id)
+        stored = site.store.owners.password_hash(site.store.owners.owner_by_email("cli@example.com").id)
         assert stored is not None and stored.startswith("$argon2id$")
 
 
@@ -106,7 +106,7 @@ async def test_wrong_password_and_unknown_email_look_the_same(
             assert "do not match an account" in r.text
             assert "set-cookie" not in {k.lower() for k in r.headers if "almanac_session" in r.headers[k]}
         assert (await client.get("/")).status_code == 303
-        failures = [e for e in site.store.audit_events() if e.kind == "signin.failure"]
+        failures = [e for e in site.store.audit_log.events() if e.kind == "signin.failure"]
         assert {e.detail["reason"] for e in failures} == {"wrong password", "no such owner"}
 
 
@@ -158,8 +158,8 @@ async def test_sign_in_is_throttled_per_account(data_dir: Path, database_url: st
         await sign_up(client, "di@example.com")
         await sign_out(client)
         assert (await sign_in(client, "di@example.com")).status_code == 303
-        owner = site.store.owner_by_email("cy@example.com")
-        throttled = [e for e in site.store.audit_events() if e.kind == "signin.throttled"]
+        owner = site.store.owners.owner_by_email("cy@example.com")
+        throttled = [e for e in site.store.audit_log.events() if e.kind == "signin.throttled"]
         assert len(throttled) == 1 and throttled[0].owner_id == owner.id
         assert throttled[0].detail["limit"] == "account" and throttled[0].remote == "127.0.0.1"
 
@@ -174,7 +174,7 @@ async def test_sign_in_is_throttled_per_address(data_dir: Path, database_url: st
             assert (await sign_in(client, f"guess{n}@example.com")).status_code == 400
         r = await sign_in(client, "ed@example.com")
         assert r.status_code == 429 and "from your address" in r.text
-        assert site.store.audit_events(limit=1)[0].detail["limit"] == "address"
+        assert site.store.audit_log.events(limit=1)[0].detail["limit"] == "address"
 
 
 @pytest.mark.req("gw:signin", "sec:authz")
@@ -214,7 +214,7 @@ async def test_guessing_from_many_addresses_stops_for_all_but_the_owners_own(
             assert held.status_code == 429 and "Too many failed sign-ins for this account." in held.text
         async with site.client() as owner:
             assert (await sign_in(owner, "ho@example.com")).status_code == 303
-        limits = [e.detail["limit"] for e in site.store.audit_events() if e.kind == "signin.throttled"]
+        limits = [e.detail["limit"] for e in site.store.audit_log.events() if e.kind == "signin.throttled"]
         assert limits == ["account_total"]
 
 
@@ -238,7 +238,9 @@ async def test_sign_in_and_sign_up_posts_are_rate_limited_per_address(
         refused = await sign_up(client, "jo@example.com")
         assert refused.status_code == 429 and refused.headers["retry-after"]
         assert (await sign_in(other, "io@example.com")).status_code == 303
-        assert site.store.login_failures("address:127.0.0.1", window=900) == 1  # refusals are not failures
+        assert (
+            site.store.accounts.login_failures("address:127.0.0.1", window=900) == 1
+        )  # refusals are not failures
 
 
 @pytest.mark.req("gw:signin")
@@ -259,7 +261,7 @@ async def test_a_successful_sign_in_clears_the_account_failures(
             await sign_in(client, "fa@example.com", "guess guess guess")
         assert (await sign_in(client, "fa@example.com")).status_code == 303
         pair = "account:fa@example.com|address:127.0.0.1"
-        assert site.store.login_failures(pair, window=900) == 0
+        assert site.store.accounts.login_failures(pair, window=900) == 0
 
 
 @pytest.mark.req("gw:signin")
@@ -317,7 +319,7 @@ async def test_invite_only_sign_up(data_dir: Path, database_url: str | None) -> 
         r = await sign_up(client, "hb@example.com", invite=code)
         assert r.status_code == 400 and "unknown or already used" in r.text
         with pytest.raises(Exception, match="no owner"):
-            site.store.owner_by_email("hb@example.com")
+            site.store.owners.owner_by_email("hb@example.com")
 
 
 @pytest.mark.req("gw:signin")
@@ -341,8 +343,8 @@ async def test_closed_sign_up(data_dir: Path, database_url: str | None) -> None:
         )
         assert r.status_code == 403 and "sign-up is closed" in r.text
         with pytest.raises(Exception, match="no owner"):
-            site.store.owner_by_email("io@example.com")
-        site.store.create_owner("op@example.com", hash_password(PASSWORD))
+            site.store.owners.owner_by_email("io@example.com")
+        site.store.owners.create_owner("op@example.com", hash_password(PASSWORD))
         assert (await sign_in(client, "op@example.com")).status_code == 303
 
 
@@ -355,4 +357,4 @@ async def test_next_never_leaves_the_site(data_dir: Path, database_url: str | No
             r = await sign_in(client, "ju@example.com", next=evil)
             assert r.status_code == 303 and r.headers["location"] == "/", evil
             await sign_out(client)
-        assert site.store.audit_events(limit=1)[0].kind == "signout"
+        assert site.store.audit_log.events(limit=1)[0].kind == "signout"

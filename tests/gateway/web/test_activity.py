@@ -78,11 +78,11 @@ async def test_a_get_context_appears_with_its_connection_and_no_content(data_dir
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/activity")).headers["location"] == "/login?next=%2Factivity"
         await sign_up(client, "dee@example.com")
-        owner = site.store.owner_by_email("dee@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
+        owner = site.store.owners.owner_by_email("dee@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
         empty = await client.get("/activity")
         assert empty.status_code == 200 and "No retrievals" in empty.text
-        _, token = site.store.create_pat(owner.id, workspace.id, "Claude Code")
+        _, token = site.store.connections.create_pat(owner.id, workspace.id, "Claude Code")
         memory_id = await _ask(site, token, "gate code")
         page = await client.get("/activity")
         row = re.search(r"<tbody>(.*?)</tbody>", page.text, re.S)
@@ -90,7 +90,7 @@ async def test_a_get_context_appears_with_its_connection_and_no_content(data_dir
         assert "Claude Code" in row.group(1) and "(Token)" in row.group(1)
         assert "sha256 " in row.group(1) and f'href="/memories/{memory_id}?workspace=default"' in row.group(1)
         assert "marmalade" not in page.text and "gate code" not in page.text
-        someone, _ = site.store.create_pat(owner.id, workspace.id, "Someone else")
+        someone, _ = site.store.connections.create_pat(owner.id, workspace.id, "Someone else")
         only = await client.get("/activity", params={"connection": someone.id})
         assert "No retrievals through Someone else" in only.text
 
@@ -145,12 +145,12 @@ async def test_the_log_keeps_connection_ids_and_the_page_names_them_as_they_are_
     both sides' real code: two tokens share a name; one is revoked; each retrieval stays its own."""
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "fay@example.com")
-        owner = site.store.owner_by_email("fay@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
-        old, first = site.store.create_pat(owner.id, workspace.id, "Laptop")
+        owner = site.store.owners.owner_by_email("fay@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
+        old, first = site.store.connections.create_pat(owner.id, workspace.id, "Laptop")
         await _ask(site, first, "gate code")
-        site.store.revoke(owner.id, old.id)
-        new, second = site.store.create_pat(owner.id, workspace.id, "Laptop")
+        site.store.connections.revoke(owner.id, old.id)
+        new, second = site.store.connections.create_pat(owner.id, workspace.id, "Laptop")
         await _ask(site, second, "the gate")
 
         log = layout.workspace_dir(data_dir, workspace.id) / "retrieval-log.jsonl"

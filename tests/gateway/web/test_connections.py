@@ -110,9 +110,9 @@ async def test_the_page_lists_tokens_and_oauth_grants_and_revokes_them_at_once(d
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/connections")).headers["location"] == "/login?next=%2Fconnections"
         await sign_up(client, "oz@example.com")
-        owner = site.store.owner_by_email("oz@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
-        _, secret = site.store.create_pat(
+        owner = site.store.owners.owner_by_email("oz@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
+        _, secret = site.store.connections.create_pat(
             owner.id, workspace.id, "Laptop", read_only=True, scope="project:fjord"
         )
         access = await _oauth_grant(site, client, "oz@example.com", "Claude on the web")
@@ -133,11 +133,14 @@ async def test_the_page_lists_tokens_and_oauth_grants_and_revokes_them_at_once(d
         done = await client.post("/connections/revoke", data=_revoke_form(page.text, "Claude on the web"))
         assert done.status_code == 303
         assert (await client.post("/mcp", json=ping, headers=mcp)).status_code == 401
-        assert site.store.authenticate(access) is None and site.store.authenticate(secret) is not None
+        assert (
+            site.store.connections.authenticate(access) is None
+            and site.store.connections.authenticate(secret) is not None
+        )
         after = await client.get(done.headers["location"])
         assert "Revoked &#39;Claude on the web&#39;" in after.text
         assert "Recently revoked" in after.text
-        event = site.store.audit_events(owner_id=owner.id, limit=1)[0]
+        event = site.store.audit_log.events(owner_id=owner.id, limit=1)[0]
         assert event.kind == "token.revoke" and event.detail["name"] == "Claude on the web"
 
 
@@ -147,9 +150,13 @@ async def test_revoking_needs_csrf_and_only_reaches_ones_own_connections(data_di
     async with running_site(data_dir) as site, site.client() as client, site.client() as other:
         await sign_up(client, "pia@example.com")
         await sign_up(other, "quinn@example.com")
-        pia, quinn = (site.store.owner_by_email(e) for e in ("pia@example.com", "quinn@example.com"))
-        theirs, _ = site.store.create_pat(quinn.id, site.store.workspaces(quinn.id)[0].id, "Quinn's")
-        mine, _ = site.store.create_pat(pia.id, site.store.workspaces(pia.id)[0].id, "Pia's")
+        pia, quinn = (site.store.owners.owner_by_email(e) for e in ("pia@example.com", "quinn@example.com"))
+        theirs, _ = site.store.connections.create_pat(
+            quinn.id, site.store.owners.workspaces(quinn.id)[0].id, "Quinn's"
+        )
+        mine, _ = site.store.connections.create_pat(
+            pia.id, site.store.owners.workspaces(pia.id)[0].id, "Pia's"
+        )
         page = await client.get("/connections")
         assert "Quinn&#39;s" not in page.text
         form = _revoke_form(page.text, "Pia&#39;s")
@@ -160,8 +167,8 @@ async def test_revoking_needs_csrf_and_only_reaches_ones_own_connections(data_di
         assert refused.status_code == 404 and "not one of your live connections" in refused.text
         refused = await client.post("/connections/revoke", data={**form, "connection": "Pia's"})
         assert refused.status_code == 404  # an id, never a name
-        assert [c.name for c in site.store.connections(quinn.id)] == ["Quinn's"]
-        assert [c.name for c in site.store.connections(pia.id)] == ["Pia's"]
+        assert [c.name for c in site.store.connections.of_owner(quinn.id)] == ["Quinn's"]
+        assert [c.name for c in site.store.connections.of_owner(pia.id)] == ["Pia's"]
 
 
 @pytest.mark.anyio
@@ -170,8 +177,10 @@ async def test_a_revoked_connection_fails_inside_an_open_mcp_session(data_dir: P
     """The real MCP client, mid-session: the call after the revocation is refused."""
     async with running_site(data_dir) as site, site.client() as browser:
         await sign_up(browser, "rae@example.com")
-        owner = site.store.owner_by_email("rae@example.com")
-        _, secret = site.store.create_pat(owner.id, site.store.workspaces(owner.id)[0].id, "Agent")
+        owner = site.store.owners.owner_by_email("rae@example.com")
+        _, secret = site.store.connections.create_pat(
+            owner.id, site.store.owners.workspaces(owner.id)[0].id, "Agent"
+        )
         statuses: list[int] = []
 
         async def seen(response: httpx2.Response) -> None:
@@ -255,9 +264,9 @@ def test_create_a_token_then_revoke_it_in_a_real_browser(site: Gateway, page: Pa
 async def test_a_rest_call_moves_the_tokens_last_used_like_an_mcp_call(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "oz@example.com")
-        owner = site.store.owner_by_email("oz@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
-        _, secret = site.store.create_pat(owner.id, workspace.id, "Script")
+        owner = site.store.owners.owner_by_email("oz@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
+        _, secret = site.store.connections.create_pat(owner.id, workspace.id, "Script")
 
         def script_row(html: str) -> str:
             found = re.search(r'class="name">Script</th>(.*?)</tr>', html, re.S)
@@ -269,7 +278,7 @@ async def test_a_rest_call_moves_the_tokens_last_used_like_an_mcp_call(data_dir:
             bearer = {"Authorization": f"Bearer {secret}"}
             reply = await api.post("/api/v1/context", json={"query": "anything"}, headers=bearer)
         assert reply.status_code == 200, reply.text
-        (script,) = [c for c in site.store.connections(owner.id) if c.name == "Script"]
+        (script,) = [c for c in site.store.connections.of_owner(owner.id) if c.name == "Script"]
         assert script.last_used_at is not None
         row = script_row((await client.get("/connections")).text)
         assert "never" not in row and f'<time datetime="{script.last_used_at}' in row
@@ -298,30 +307,30 @@ async def test_revoking_is_confirmed_first_and_records_why(data_dir: Path) -> No
     refused with nothing revoked. A revocation from the command line says so."""
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "uma@example.com")
-        owner = site.store.owner_by_email("uma@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
-        agent, _ = site.store.create_pat(owner.id, workspace.id, "Agent")
-        spare, _ = site.store.create_pat(owner.id, workspace.id, "Spare")
+        owner = site.store.owners.owner_by_email("uma@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
+        agent, _ = site.store.connections.create_pat(owner.id, workspace.id, "Agent")
+        spare, _ = site.store.connections.create_pat(owner.id, workspace.id, "Spare")
         page = await client.get("/connections")
         form = _revoke_form(page.text, "Agent")
         asked = await client.get("/connections/revoke", params={"connection": agent.id})
         assert asked.status_code == 200 and "Revoke “Agent”?" in asked.text
-        assert [c.name for c in site.store.connections(owner.id)] == ["Agent", "Spare"]
+        assert [c.name for c in site.store.connections.of_owner(owner.id)] == ["Agent", "Spare"]
         assert (await client.get("/connections/revoke", params={"connection": "nope"})).status_code == 404
 
         too_long = await client.post("/connections/revoke", data={**form, "reason": "x" * (REASON_MAX + 1)})
         assert too_long.status_code == 400 and f"at most {REASON_MAX}" in too_long.text
-        assert [c.name for c in site.store.connections(owner.id)] == ["Agent", "Spare"]
+        assert [c.name for c in site.store.connections.of_owner(owner.id)] == ["Agent", "Spare"]
 
         done = await client.post("/connections/revoke", data={**form, "reason": "  laptop\n lost  "})
         assert done.status_code == 303
-        site.store.revoke(owner.id, spare.id, via="cli")
+        site.store.connections.revoke(owner.id, spare.id, via="cli")
         after = await client.get("/connections")
         shown = re.search(r"Recently revoked(.*)</table>", after.text, re.S)
         assert shown is not None
         assert "You revoked it on this page: “laptop lost”" in shown.group(1)
         assert "Revoked on the server with almanac token revoke." in shown.group(1)
-        event = site.store.audit_events(owner_id=owner.id, limit=2)[1]
+        event = site.store.audit_log.events(owner_id=owner.id, limit=2)[1]
         assert event.kind == "token.revoke" and event.detail == {
             "name": "Agent",
             "reason": "laptop lost",

@@ -25,8 +25,8 @@ async def test_sign_up_without_a_valid_token_is_refused(data_dir: Path) -> None:
             r = await client.post("/signup", data=data)
             assert r.status_code == 403 and "security token" in r.text, token
         with pytest.raises(Exception, match="no owner"):
-            site.store.owner_by_email("eve@example.com")
-        assert site.store.audit_events() == []
+            site.store.owners.owner_by_email("eve@example.com")
+        assert site.store.audit_log.events() == []
 
 
 @pytest.mark.req("sec:authz", "gw:signin")
@@ -43,7 +43,7 @@ async def test_sign_in_without_a_valid_token_is_refused(data_dir: Path) -> None:
         r = await client.post("/login", data=form, headers={"Accept": "application/json"})
         assert r.status_code == 403 and r.json()["error"]["code"] == "csrf_failed"
         assert (await client.get("/")).status_code == 303
-        assert [e.kind for e in site.store.audit_events(limit=1)] == ["signin.success"]  # sign-up's only
+        assert [e.kind for e in site.store.audit_log.events(limit=1)] == ["signin.success"]  # sign-up's only
 
 
 @pytest.mark.req("sec:authz", "gw:signin")
@@ -73,4 +73,4 @@ async def test_sign_out_without_the_session_token_is_refused(data_dir: Path) -> 
             assert r.status_code == 403, data
         home = await client.get("/")
         assert home.status_code == 200 and "hal@example.com" in home.text
-        assert "signout" not in [e.kind for e in site.store.audit_events()]
+        assert "signout" not in [e.kind for e in site.store.audit_log.events()]

@@ -48,8 +48,8 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
     async with running_site(data_dir) as site, site.client() as client, site.client() as other_tab:
         await sign_up(client, EMAIL)
         await sign_in(other_tab, EMAIL)
-        owner = site.store.owner_by_email(EMAIL)
-        second = site.store.create_workspace(owner.id, "work")
+        owner = site.store.owners.owner_by_email(EMAIL)
+        second = site.store.owners.create_workspace(owner.id, "work")
         token = await make_token(client, "Laptop")
         work_token = await make_token(client, "Work laptop", "work")
         for t, text in (
@@ -58,7 +58,7 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
         ):
             saved = await remember(site, t, text)
             assert saved.status_code == 200, saved.text
-        folders = [layout.workspace_dir(data_dir, w.id) for w in site.store.workspaces(owner.id)]
+        folders = [layout.workspace_dir(data_dir, w.id) for w in site.store.owners.workspaces(owner.id)]
         assert all(any(f.rglob("*.md")) for f in folders)
 
         page = await client.get("/account")
@@ -73,7 +73,7 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
         forged = await client.post("/account/erase", data={"csrf_token": "forged", "confirm": EMAIL})
         assert forged.status_code == 403
         assert (await remember(site, token, "still works")).status_code == 200
-        assert site.store.owner_by_email(EMAIL).id == owner.id
+        assert site.store.owners.owner_by_email(EMAIL).id == owner.id
 
         erased = await client.post(
             "/account/erase", data={"csrf_token": csrf_of(page.text), "confirm": EMAIL.upper()}
@@ -85,26 +85,26 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
         # the data is gone: folders, engine logs, rows
         assert not any(f.exists() for f in folders)
         assert not layout.log_file(data_dir, second.id).exists()
-        assert site.store.workspaces(owner.id) == []
-        assert site.store.connections(owner.id, include_revoked=True) == []
+        assert site.store.owners.workspaces(owner.id) == []
+        assert site.store.connections.of_owner(owner.id, include_revoked=True) == []
         # the old tokens and every session no longer work
         for t in (token, work_token):
-            assert site.store.authenticate(t) is None
+            assert site.store.connections.authenticate(t) is None
             refused_call = await remember(site, t, "after erasure")
             assert refused_call.status_code == 401
         assert (await client.get("/account")).status_code == 303
         assert (await other_tab.get("/")).status_code == 303
         assert not any(f.exists() for f in folders)  # nothing started an engine again
         # one audit event remains, without personal content
-        events = site.store.audit_events(owner_id=owner.id)
+        events = site.store.audit_log.events(owner_id=owner.id)
         assert events[0].kind == "account.erase"
         assert events[0].detail["workspaces"] == 2 and events[0].detail["connections"] == 2
         dumped = json.dumps([e.detail for e in events]) + "".join(str(e.remote) for e in events)
         assert EMAIL not in dumped and "Laptop" not in dumped and "127.0.0.1" not in dumped
         # the email is free again: a new account starts empty
         await sign_up(client, EMAIL)
-        again = site.store.owner_by_email(EMAIL)
-        assert again.id != owner.id and site.store.connections(again.id) == []
+        again = site.store.owners.owner_by_email(EMAIL)
+        assert again.id != owner.id and site.store.connections.of_owner(again.id) == []
 
 
 @pytest.mark.req("life:delete", "gw:signin")
@@ -142,8 +142,8 @@ async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operat
 ) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owner_by_email(EMAIL)
-        (workspace,) = site.store.workspaces(owner.id)
+        owner = site.store.owners.owner_by_email(EMAIL)
+        (workspace,) = site.store.owners.workspaces(owner.id)
         token = await make_token(client, "Laptop")
         folder = layout.workspace_dir(data_dir, workspace.id)
         page = await client.get("/account")
@@ -155,19 +155,19 @@ async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operat
             )
             assert erased.status_code == 303 and erased.headers["location"] == "/login?erased=partly"
             assert folder.is_dir()
-            failed = site.store.audit_events(owner_id=owner.id)[0]
+            failed = site.store.audit_log.events(owner_id=owner.id)[0]
             assert failed.kind == "account.erase.failed" and failed.workspace_id == workspace.id
             # locked out meanwhile: the token and the sign-in no longer work
-            assert site.store.authenticate(token) is None
+            assert site.store.connections.authenticate(token) is None
             assert (await remember(site, token, "after the erase")).status_code == 401
             with pytest.raises(OwnerNotFound):
-                site.store.owner_by_email(EMAIL)
+                site.store.owners.owner_by_email(EMAIL)
             # finishing while the engine still serves it is refused, and changes nothing
             early = await anyio.to_thread.run_sync(
                 lambda: almanac_cli("owner", "erase", EMAIL, "--finish", "--data-dir", str(data_dir))
             )
             assert early.returncode == 1 and "still locked out" in early.stderr
-            assert folder.is_dir() and site.store.workspaces(owner.id) == [workspace]
+            assert folder.is_dir() and site.store.owners.workspaces(owner.id) == [workspace]
 
         # the cause is gone (the stray engine stopped): the operator finishes the erase
         done = await anyio.to_thread.run_sync(
@@ -176,9 +176,9 @@ async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operat
         assert done.returncode == 0, done.stderr
         assert f"erased the account {owner.id}" in done.stderr
         assert not folder.exists() and not layout.log_file(data_dir, workspace.id).exists()
-        assert site.store.workspaces(owner.id) == []
-        assert site.store.connections(owner.id, include_revoked=True) == []
-        kinds = [e.kind for e in site.store.audit_events(owner_id=owner.id)]
+        assert site.store.owners.workspaces(owner.id) == []
+        assert site.store.connections.of_owner(owner.id, include_revoked=True) == []
+        kinds = [e.kind for e in site.store.audit_log.events(owner_id=owner.id)]
         assert kinds[:2] == ["account.erase", "account.erase.finish"]
         # nothing is left to finish: a second run says so and changes nothing
         again = await anyio.to_thread.run_sync(

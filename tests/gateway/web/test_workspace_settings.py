@@ -77,9 +77,9 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/settings")).headers["location"] == "/login?next=%2Fsettings"
         await sign_up(client, "ana@example.com")
-        owner = site.store.owner_by_email("ana@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
-        _, token = site.store.create_pat(owner.id, workspace.id, "Agent")
+        owner = site.store.owners.owner_by_email("ana@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
+        _, token = site.store.connections.create_pat(owner.id, workspace.id, "Agent")
         page = await client.get("/settings")
         assert page.status_code == 200
         for name in ("half_life_days", "max_tokens_default", "embedding_provider", "log_queries"):
@@ -100,7 +100,7 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
         assert 'aria-invalid="true"' in refused.text and _value(refused.text, "half_life_days") == "soon"
         settings_file = data_dir / "workspaces" / workspace.id / "settings.json"
         assert not settings_file.exists()
-        assert site.store.audit_events(owner_id=owner.id, limit=1)[0].kind != "settings.change"
+        assert site.store.audit_log.events(owner_id=owner.id, limit=1)[0].kind != "settings.change"
 
         # a change: saved in the workspace, the engine restarted, and it runs with it
         before = await _status(site, token)
@@ -116,7 +116,7 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
         assert after["settings"]["max_tokens_default"] == 300
         assert after["origin"]["max_tokens_default"] == "workspace"
         assert "(default 300)" in after["refusal"] and "(default 800)" in before["refusal"]
-        event = site.store.audit_events(owner_id=owner.id, limit=1)[0]
+        event = site.store.audit_log.events(owner_id=owner.id, limit=1)[0]
         assert event.kind == "settings.change" and event.detail == {
             "set": ["max_tokens_default"],
             "clear": [],
@@ -142,8 +142,8 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
 async def test_saving_settings_needs_the_csrf_token(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "bo@example.com")
-        owner = site.store.owner_by_email("bo@example.com")
-        workspace = site.store.workspaces(owner.id)[0]
+        owner = site.store.owners.owner_by_email("bo@example.com")
+        workspace = site.store.owners.workspaces(owner.id)[0]
         for token in (None, "forged"):
             form = {"workspace": "default", "notes_limit": "3"} | (
                 {} if token is None else {"csrf_token": token}

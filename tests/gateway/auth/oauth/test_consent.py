@@ -59,8 +59,8 @@ class Consent:
 async def consent(data_dir: Path, database_url: str | None) -> AsyncIterator[Consent]:
     app = create_app(make_settings(data_dir, engine_warm_spare=False, database_url=database_url))
     store: ControlPlane = app.state.components.store
-    owner, _ = store.create_owner("eve@example.com", hash_password(PASSWORD))
-    store.create_workspace(owner.id, "research")
+    owner, _ = store.owners.create_owner("eve@example.com", hash_password(PASSWORD))
+    store.owners.create_workspace(owner.id, "research")
     async with (
         serving(app, lifespan="on") as url,
         httpx.AsyncClient(base_url=url, timeout=30, headers={"Accept": "text/html"}) as browser,
@@ -73,7 +73,7 @@ async def consent(data_dir: Path, database_url: str | None) -> AsyncIterator[Con
 
 
 def _workspace_id(store: ControlPlane, email: str, name: str) -> str:
-    return store.workspace_by_name(store.owner_by_email(email).id, name).id
+    return store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name).id
 
 
 @pytest.mark.req("gw:oauth")
@@ -93,7 +93,7 @@ async def test_the_choices_on_the_page_travel_with_the_code(consent: Consent) ->
     params = callback_params(answer.headers["location"])
     assert answer.headers["location"].startswith(REDIRECT + "?")
     assert params["state"] == "st" and params["iss"] == consent.url
-    code = consent.store.code(params["code"])
+    code = consent.store.oauth.code(params["code"])
     assert code is not None
     assert (code.choice.name, code.choice.workspace_id, code.choice.read_only, code.choice.scope) == (
         "Eve's research bot",
@@ -101,17 +101,17 @@ async def test_the_choices_on_the_page_travel_with_the_code(consent: Consent) ->
         True,
         "project:fjord",
     )
-    assert any(e.kind == "oauth.grant" for e in consent.store.audit_events())
+    assert any(e.kind == "oauth.grant" for e in consent.store.audit_log.events())
 
 
 @pytest.mark.req("gw:oauth", "sec:authz")
 async def test_another_owners_workspace_is_refused(consent: Consent) -> None:
-    _, theirs = consent.store.create_owner("mallory@example.com", None)
+    _, theirs = consent.store.owners.create_owner("mallory@example.com", None)
     _, html = await consent.open()
     answer = await consent.submit(html, name="sneaky", workspace=theirs.id, decision="approve")
     assert answer.status_code == 400
     assert "choose one of your own workspaces" in answer.text
-    assert not any(e.kind == "oauth.grant" for e in consent.store.audit_events())
+    assert not any(e.kind == "oauth.grant" for e in consent.store.audit_log.events())
 
 
 @pytest.mark.req("gw:oauth")
@@ -122,7 +122,7 @@ async def test_bad_names_and_scopes_are_explained_and_grant_nothing(consent: Con
     assert answer.status_code == 400 and "not a valid label" in answer.text
     answer = await consent.submit(html, name="   ", workspace=default, decision="approve")
     assert answer.status_code == 400 and "1–100 printable characters" in answer.text
-    assert not any(e.kind == "oauth.grant" for e in consent.store.audit_events())
+    assert not any(e.kind == "oauth.grant" for e in consent.store.audit_log.events())
 
 
 @pytest.mark.req("gw:oauth")

@@ -65,8 +65,8 @@ async def _register(server: Server, **extra: object) -> str:
 
 def _code(server: Server, client_id: str, challenge: str, *, resource: str | None = None) -> str:
     """A code as the consent page would record it (the page itself is tested with a browser)."""
-    owner, workspace = server.store.create_owner(f"{secrets.token_hex(4)}@example.com", None)
-    return server.store.save_code(
+    owner, workspace = server.store.owners.create_owner(f"{secrets.token_hex(4)}@example.com", None)
+    return server.store.oauth.save_code(
         client_id=client_id,
         choice=ConsentChoice(owner.id, workspace.id, "Test client", read_only=False, scope=None),
         redirect_uri=REDIRECT,
@@ -141,8 +141,8 @@ async def test_registration_gives_public_clients_and_no_secret(server: Server) -
     record = response.json()
     assert record["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in record
-    assert server.store.oauth_client(record["client_id"]) is not None
-    assert any(e.kind == "oauth.register" for e in server.store.audit_events())
+    assert server.store.oauth.oauth_client(record["client_id"]) is not None
+    assert any(e.kind == "oauth.register" for e in server.store.audit_log.events())
     bad = await server.http.post("/register", json={"redirect_uris": ["http://evil.example/cb"]})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_redirect_uri"
     empty = await server.http.post("/register", json={"client_name": "x"})
@@ -154,7 +154,7 @@ async def test_unused_registrations_are_collected_on_later_registrations(server:
     first = await _register(server)
     server.clock.now += 86400 + 1
     await _register(server)
-    assert server.store.oauth_client(first) is None
+    assert server.store.oauth.oauth_client(first) is None
 
 
 async def _authorize(server: Server, **params: str) -> httpx.Response:
@@ -228,7 +228,7 @@ async def test_token_refuses_missing_or_wrong_verifier_and_a_reused_code(server:
         "error": "invalid_grant",
         "error_description": "authorization code was already used up; start the sign-in again",
     }
-    assert [e.kind for e in server.store.audit_events(limit=1)] == ["oauth.code_spent"]
+    assert [e.kind for e in server.store.audit_log.events(limit=1)] == ["oauth.code_spent"]
     code = _code(server, client_id, challenge)
     other_redirect = await _exchange(server, client_id, code, verifier, redirect_uri="http://127.0.0.1:9/x")
     assert other_redirect.status_code == 400
@@ -270,7 +270,7 @@ async def test_refresh_rotation_reuse_and_revocation_over_http(server: Server) -
     reuse = await refresh(first["refresh_token"])
     assert reuse.status_code == 400 and "already used" in reuse.json()["error_description"]
     assert (await refresh(second.json()["refresh_token"])).status_code == 400
-    assert any(e.kind == "oauth.refresh_reuse" for e in server.store.audit_events())
+    assert any(e.kind == "oauth.refresh_reuse" for e in server.store.audit_log.events())
 
     third = (await _exchange(server, client_id, _code(server, client_id, challenge), verifier)).json()
     revoked = await server.http.post(
@@ -291,7 +291,7 @@ async def test_mcp_refuses_expired_tokens_and_tokens_for_another_resource(server
     refused = await _mcp(server, foreign["access_token"])
     assert refused.status_code == 401
     assert "issued for https://other.example/mcp" in refused.json()["error"]["message"]
-    assert any(e.detail.get("reason") == "token audience mismatch" for e in server.store.audit_events())
+    assert any(e.detail.get("reason") == "token audience mismatch" for e in server.store.audit_log.events())
 
     ours = (await _exchange(server, client_id, _code(server, client_id, challenge), verifier)).json()
     assert (await _mcp(server, ours["refresh_token"])).status_code == 401  # a refresh token is no bearer
