@@ -38,7 +38,7 @@ def _timed(fn: Callable[[], object], calls: int) -> tuple[float, float]:
 
 
 def measure(store: ControlPlane, calls: int) -> dict[str, tuple[float, float]]:
-    owner, ws = store.owners.create_owner(f"bench-{time.time_ns()}@bench.example", None)
+    owner, ws = store.owners.create(f"bench-{time.time_ns()}@bench.example", None)
     connection, secret = store.connections.create_pat(owner.id, ws.id, "bench")
     _, cookie = store.accounts.create_session(
         owner.id, max_age=3600, remote=None, user_agent=None, method="bench"

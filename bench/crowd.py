@@ -113,7 +113,7 @@ def seed_tokens(run: GatewayRun, row: Row, tag: str) -> list[Space]:
     try:
         spaces = []
         for w in range(row.workspaces):
-            owner, ws = store.owners.create_owner(f"{tag}{w}@load.example", None)
+            owner, ws = store.owners.create(f"{tag}{w}@load.example", None)
             share = row.clients // row.workspaces + (w < row.clients % row.workspaces)
             tokens = [store.connections.create_pat(owner.id, ws.id, f"load-{k}")[1] for k in range(share)]
             run.tokens.update(dict.fromkeys(tokens, ws.id))

@@ -429,7 +429,7 @@ def seed_owners(data_dir: Path, count: int, prefix: str) -> dict[str, str]:
     try:
         tokens = {}
         for i in range(count):
-            owner, ws = store.owners.create_owner(f"{prefix}{i}@bench.example", None)
+            owner, ws = store.owners.create(f"{prefix}{i}@bench.example", None)
             tokens[store.connections.create_pat(owner.id, ws.id, "bench")[1]] = ws.id
         return tokens
     finally:

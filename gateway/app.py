@@ -209,12 +209,12 @@ def join(settings: Settings, store: ControlPlane, node: NodeConfig, clock: Calla
     one recorded for the node (:mod:`gateway.cluster.volume`), a new fencing token, and its leases
     renewed — served once the previous process's have run out."""
     data_dir = settings.data_dir.resolve()
-    known = store.nodes.node_volume(node.name)
+    known = store.nodes.volume(node.name)
     found = volume.read_identity(data_dir)
     verdict = volume.decide(known.recorded, found, known.placed)
     if verdict.adopt and found is None:
         found = volume.write_identity(data_dir)
-    joined = store.nodes.join_node(
+    joined = store.nodes.join(
         node.name, node.advertise_url, now=clock(), volume_seen=found or "", adopt=verdict.adopt
     )
     if not verdict.adopt:
@@ -238,7 +238,7 @@ def release(store: ControlPlane, node: NodeConfig, fence: Fence, clock: Callable
     """A clean stop (engines stopped): this process's leases end now, so its next start serves at
     once. A failure is logged: the leases then simply run out."""
     try:
-        store.nodes.release_node(node.name, fence.generation, now=clock())
+        store.nodes.release(node.name, fence.generation, now=clock())
     except Exception as exc:
         logs.event(logs.get(), logging.WARNING, "node.release_failed", node=node.name, error=str(exc))
 

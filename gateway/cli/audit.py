@@ -19,6 +19,6 @@ from gateway.cli.common import config_option, control_plane, data_dir_option, re
 def audit(email: str | None, limit: int, data_dir: Path | None, config_file: Path | None) -> None:
     """Show security events (token create/revoke, denials), newest first, as JSON lines."""
     with control_plane(config_file, data_dir) as store:
-        owner_id = store.owners.owner_by_email(email).id if email else None
+        owner_id = store.owners.by_email(email).id if email else None
         for event in store.audit_log.events(owner_id=owner_id, limit=limit):
             click.echo(json.dumps(event.__dict__, sort_keys=True))

@@ -150,7 +150,7 @@ def workspace_folder(
         return folder.absolute()
     root = make_settings(config_file, data_dir=data_dir).data_dir
     with control_plane(config_file, data_dir) as store:
-        ws = store.owners.workspace_by_name(store.owners.owner_by_email(str(email)).id, workspace_name)
+        ws = store.owners.workspace_by_name(store.owners.by_email(str(email)).id, workspace_name)
     return layout.workspace_dir(root, ws.id)
 
 

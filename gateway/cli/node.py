@@ -64,7 +64,7 @@ def node_stale(data_dir: Path | None, config_file: Path | None) -> None:
     moves (every move, not only each workspace's last) and restores: node, workspace, move, why
     (and what removes it)."""
     with control_plane(config_file, data_dir) as store:
-        records = store.moves.moves_leaving_copies()
+        records = store.moves.leaving_copies()
         lost = {n.name for n in store.nodes.all() if n.lost}
     for copy in stale_copies(records):
         why = (
@@ -105,7 +105,7 @@ def node_lost(
         if confirm or force or undo:
             raise click.UsageError("--confirm, --force and --undo need the NODE's name (nothing changed)")
         with control_plane(config_file, data_dir) as store:
-            found = store.lost.lost_workspaces()
+            found = store.lost.workspaces()
         for ws in found:
             click.echo(f"{ws.node}\t{ws.workspace_id}\t{ws.owner_email}\t{ws.workspace}\t{ws.why}")
         return
@@ -120,14 +120,14 @@ def node_lost(
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
         if undo:
-            placed = store.lost.node_found(name)
+            placed = store.lost.found(name)
             click.echo(
                 f"node {name!r} is no longer lost: it serves the {placed} workspace(s) still placed on it "
                 "(from its disk) once it heartbeats",
                 err=True,
             )
             return
-        lost = store.lost.mark_node_lost(
+        lost = store.lost.mark(
             name, now=store.database_time(), heartbeat_timeout=settings.placement_lease, force=force
         )
     if lost.already:

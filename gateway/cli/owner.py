@@ -108,7 +108,7 @@ def owner_create(
     fresh = not layout.control_db(where).exists()
     link = expires = None
     with control_plane(config_file, data_dir, create=True) as store:
-        created, workspace = store.owners.create_owner(
+        created, workspace = store.owners.create(
             email, passwords.hash_password(password) if password else None
         )
         if base is not None:
@@ -144,7 +144,7 @@ def owner_set_password(
     if not password_stdin and not sys.stdin.isatty():
         raise BadRequest("stdin is not a terminal: pass --password-stdin to read the password from it")
     with control_plane(config_file, data_dir) as store:  # an unusable data dir or owner: before asking
-        found = store.owners.owner_by_email(email)
+        found = store.owners.by_email(email)
         if password_stdin:
             password = _from_stdin()
         else:
@@ -177,7 +177,7 @@ def owner_reset_link(
     expires; using it ends every session the owner had. Creating and using it are audited."""
     base = _base(make_settings(config_file, data_dir=data_dir), url)
     with control_plane(config_file, data_dir) as store:
-        found = store.owners.owner_by_email(email)
+        found = store.owners.by_email(email)
         secret, expires = store.passwords.create_reset_link(found.id, ttl=hours * 3600)
     click.echo(f"{base}/reset/{secret}")
     click.echo(f"a password-reset link for {found.email}; it works once, until {expires}", err=True)

@@ -59,7 +59,7 @@ def token_create(
     if reads_unscoped and scope is None:
         raise BadRequest("--reads-unscoped needs --scope: a token without a scope reads everything anyway")
     with control_plane(config_file, data_dir) as store:
-        found = store.owners.owner_by_email(email)
+        found = store.owners.by_email(email)
         ws = store.owners.workspace_by_name(found.id, workspace_name)
         connection, secret = store.connections.create_pat(
             found.id, ws.id, name, read_only=read_only, scope=scope, reads_unscoped=reads_unscoped
@@ -85,9 +85,7 @@ def token_list(email: str, include_revoked: bool, data_dir: Path | None, config_
 
     kind is pat (a personal access token) or oauth (a client that signed in, which has no prefix)."""
     with control_plane(config_file, data_dir) as store:
-        rows = store.connections.of_owner(
-            store.owners.owner_by_email(email).id, include_revoked=include_revoked
-        )
+        rows = store.connections.of_owner(store.owners.by_email(email).id, include_revoked=include_revoked)
     for c in rows:
         click.echo("\t".join(connection_fields(c)))
 
@@ -117,5 +115,5 @@ def connection_fields(c: Connection) -> list[str]:
 def token_revoke(token_id_or_name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
     """Revoke a token by its id or name; it stops working at once."""
     with control_plane(config_file, data_dir) as store:
-        revoked = store.connections.revoke(store.owners.owner_by_email(email).id, token_id_or_name, via="cli")
+        revoked = store.connections.revoke(store.owners.by_email(email).id, token_id_or_name, via="cli")
     click.echo(f"revoked token {revoked.name!r} ({revoked.id})", err=True)

@@ -37,7 +37,7 @@ def workspace() -> None:
 def workspace_create(name: str, email: str, data_dir: Path | None, config_file: Path | None) -> None:
     """Create another workspace for an owner."""
     with control_plane(config_file, data_dir) as store:
-        created = store.owners.create_workspace(store.owners.owner_by_email(email).id, name)
+        created = store.owners.create_workspace(store.owners.by_email(email).id, name)
     click.echo(f"created workspace {created.name!r} ({created.id})", err=True)
 
 
@@ -54,7 +54,7 @@ def workspace_list(email: str, data_dir: Path | None, config_file: Path | None) 
     settings = make_settings(config_file, data_dir=data_dir)
     root = settings.data_dir
     with control_plane(config_file, data_dir) as store:
-        found = store.owners.workspaces(store.owners.owner_by_email(email).id)
+        found = store.owners.workspaces(store.owners.by_email(email).id)
         if settings.database_url is None:
             for ws in found:
                 click.echo(f"{ws.id}\t{ws.name}\t{ws.created_at}\t{layout.workspace_dir(root, ws.id)}")
@@ -86,7 +86,7 @@ def workspace_usage(name: str, email: str, data_dir: Path | None, config_file: P
     cluster_secret); if that node is down, lost or unreachable, this says so and exits 1."""
     settings = make_settings(config_file, data_dir=data_dir)
     with control_plane(config_file, data_dir) as store:
-        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
+        ws = store.owners.workspace_by_name(store.owners.by_email(email).id, name)
         placement = None if settings.database_url is None else store.nodes.placement(ws.id)
         if placement is not None and placement.node != settings.node:
             click.echo(f"workspace\t{ws.name}\nnode\t{placement.node}")
@@ -149,7 +149,7 @@ def workspace_move(
     config = _move_config(config_file, data_dir, "moving a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
-        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
+        ws = store.owners.workspace_by_name(store.owners.by_email(email).id, name)
         clock = database_clock(store.database_time).now  # deadlines and signatures: the database's
         if status:
             placement = store.nodes.placement(ws.id)
@@ -158,7 +158,7 @@ def workspace_move(
                 left = max(0.0, (placement.move_deadline or 0.0) - clock())
                 where += f" (moving to {placement.moving_to}; called off unless advanced within {left:.0f} s)"
             click.echo(f"workspace\t{ws.name}\t{ws.id}\ton {where}")
-            for record in store.moves.moves_of(ws.id):
+            for record in store.moves.of_workspace(ws.id):
                 click.echo(f"{iso(record.began_at)}\t{record.id}\t{describe(record)}")
             return
         if finish:
@@ -227,7 +227,7 @@ def workspace_restore(
     config = _move_config(config_file, data_dir, "restoring a workspace")
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with control_plane(config_file, data_dir) as store:
-        ws = store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name)
+        ws = store.owners.workspace_by_name(store.owners.by_email(email).id, name)
         clock = database_clock(store.database_time).now
         if abandon:
             restore_driver.abandon(store, ws.owner_id, ws.id, config, clock=clock, say=say)

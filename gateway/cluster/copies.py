@@ -50,7 +50,7 @@ def erase_copies(
 
 def _audit_lost_copy(store: ControlPlane, owner_id: str, workspace_id: str, node: str) -> None:
     """Audited, and remembered: should the node come back with its disk, it deletes the copy."""
-    store.lost.remember_lost_copy(node, workspace_id, now=store.database_time())
+    store.lost.remember_copy(node, workspace_id, now=store.database_time())
     store.audit_log.record(
         "account.erase.lost_copy",
         owner_id=owner_id,
@@ -88,7 +88,7 @@ def _erase_copies(
         for workspace_id in workspace_ids:
             placement = store.nodes.placement(workspace_id)
             placed = None if placement is None else placement.node
-            for name in nodes_keeping_copies(store.moves.moves_of(workspace_id), placed):
+            for name in nodes_keeping_copies(store.moves.of_workspace(workspace_id), placed):
                 node = nodes.get(name)
                 if node is None:
                     left.append((workspace_id, f"its copy on node {name!r}: that node is not registered"))

@@ -41,7 +41,7 @@ class StaleCopy:
 def stale_copies(records: list[MoveRecord]) -> list[StaleCopy]:
     """The copies the moves in ``records`` leave behind, by node then workspace (``records``: each
     the newest move naming the node that keeps the copy, as
-    :meth:`~gateway.control.moves.Moves.moves_leaving_copies` returns them)."""
+    :meth:`~gateway.control.moves.Moves.leaving_copies` returns them)."""
     found = []
     for r in records:
         if r.state in OLD_COPY_KEPT:

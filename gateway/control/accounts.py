@@ -164,7 +164,7 @@ class Accounts:
                 if row is None:
                     raise InviteInvalid("that invite code is unknown or already used; ask for a new one")
                 invite_id = str(row[0])
-            owner, workspace = self._owners.create_owner(email, password_hash)
+            owner, workspace = self._owners.create(email, password_hash)
             if invite_id is not None:
                 spent = self._db.execute(
                     "UPDATE invites SET used_at = ?, used_by = ? WHERE id = ? AND used_at IS NULL",
@@ -187,7 +187,7 @@ class Accounts:
         ).fetchone()
         if row is None:
             raise OwnerNotFound(f"no owner is linked to {subject!r} at {issuer}")
-        return self._owners.owner_by_email(str(row[0]))
+        return self._owners.by_email(str(row[0]))
 
     def link_identity(self, issuer: str, subject: str, owner_id: str, email: str | None) -> None:
         with self._db.transaction():

@@ -8,7 +8,7 @@ deleting their workspace folders):
    connection and token revoked and every session ended, so nothing they held works any more and
    no new call can start one of their engines. Refused (nothing changes) while one of their
    workspaces is being moved; and no move of a workspace of a locked-out owner begins
-   (:meth:`~gateway.control.moves.Moves.begin_move`): both take the owner's row first, so
+   (:meth:`~gateway.control.moves.Moves.begin`): both take the owner's row first, so
    one of the two always sees the other;
 2. :meth:`Erasure.forget_owner` — every row about the owner is deleted (workspaces,
    connections, tokens, sessions, identities, pending OAuth codes), the owner's earlier audit

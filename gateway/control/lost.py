@@ -9,7 +9,7 @@ workspace answers ``workspace_lost`` everywhere until it is restored from a back
 heartbeat timeout is refused unless forced: it is running, so its disk may well be there.
 
 An account erase does not wait for a lost node's copies; it records each in ``erased_copies``, and
-should the node come back with its disk it deletes those folders (:meth:`lost_copies_to_erase`,
+should the node come back with its disk it deletes those folders (:meth:`copies_to_erase`,
 called from :meth:`gateway.cluster.moves.MoveEndpoints.tend`).
 """
 
@@ -27,7 +27,7 @@ class LostNodes:
     def __init__(self, db: Database, audit: Audit, moves: Moves) -> None:
         self._db, self._audit, self._moves = db, audit, moves
 
-    def lost_workspaces(self) -> list[LostWorkspace]:
+    def workspaces(self) -> list[LostWorkspace]:
         """The workspaces placed on a node declared lost, or on a node running on a volume that is
         not its own (an empty or swapped data directory), by node then workspace id."""
         rows = self._db.execute(
@@ -47,7 +47,7 @@ class LostNodes:
             for r in rows
         ]
 
-    def mark_node_lost(self, name: str, *, now: float, heartbeat_timeout: float, force: bool) -> LostNode:
+    def mark(self, name: str, *, now: float, heartbeat_timeout: float, force: bool) -> LostNode:
         """Declare ``name`` lost (idempotent). Refused (:class:`BadRequest`, nothing changed) for an
         unknown node, or one heard from within ``heartbeat_timeout`` seconds unless ``force``."""
         with self._db.transaction():
@@ -78,8 +78,8 @@ class LostNodes:
             reason = f"node {name} was declared lost"
             called_off = []
             for (move_id,) in moving:
-                move = self._moves.move_record(str(move_id))
-                if move is not None and self._moves.abort_move(move, now=now, reason=reason):
+                move = self._moves.by_id(str(move_id))
+                if move is not None and self._moves.abort(move, now=now, reason=reason):
                     called_off.append(move)
             self._audit(
                 "node.lost",
@@ -91,8 +91,8 @@ class LostNodes:
             )
         return LostNode(name, placed, tuple(called_off), already=False)
 
-    def node_found(self, name: str) -> int:
-        """Undo :meth:`mark_node_lost`: the node's disk came back after all; it serves the workspaces
+    def found(self, name: str) -> int:
+        """Undo :meth:`mark`: the node's disk came back after all; it serves the workspaces
         still placed on it again (not those restored elsewhere meanwhile). Returns how many."""
         with self._db.transaction():
             row = self._db.execute(
@@ -110,16 +110,16 @@ class LostNodes:
             self._audit("node.found", None, None, None, None, {"node": name, "workspaces": placed})
         return placed
 
-    def remember_lost_copy(self, node: str, workspace_id: str, *, now: float) -> None:
+    def remember_copy(self, node: str, workspace_id: str, *, now: float) -> None:
         """An account erase went on without the copy on lost ``node``: should the node come back
-        with its disk, it deletes that folder (:meth:`lost_copies_to_erase`)."""
+        with its disk, it deletes that folder (:meth:`copies_to_erase`)."""
         self._db.execute(
             "INSERT INTO erased_copies (node, workspace_id, recorded_at) VALUES (?, ?, ?) "
             "ON CONFLICT (node, workspace_id) DO NOTHING",
             (node, workspace_id, iso(now)),
         )
 
-    def lost_copies_to_erase(self, node: str) -> list[str]:
+    def copies_to_erase(self, node: str) -> list[str]:
         """The workspaces whose folder ``node`` must delete: erased (their row gone) while the node
         was lost."""
         rows = self._db.execute(
@@ -129,7 +129,7 @@ class LostNodes:
         )
         return [str(r[0]) for r in rows]
 
-    def forget_lost_copy(self, node: str, workspace_id: str) -> None:
+    def forget_copy(self, node: str, workspace_id: str) -> None:
         self._db.execute(
             "DELETE FROM erased_copies WHERE node = ? AND workspace_id = ?", (node, workspace_id)
         )

@@ -2,12 +2,12 @@
 move columns and the ``moves`` record — the only SQL about them. What the records mean is
 :mod:`gateway.cluster.journal`.
 
-The drain is a lease. :meth:`begin_move` marks the placement as moving (every node refuses the
+The drain is a lease. :meth:`begin` marks the placement as moving (every node refuses the
 workspace) until ``move_deadline``; the command moving it pushes the deadline forward
-(:meth:`advance_move`) while it works. Once the deadline has passed, the node holding the workspace
-calls the move off (:meth:`call_off_lapsed_moves`) and serves it again. Every change is one
+(:meth:`advance`) while it works. Once the deadline has passed, the node holding the workspace
+calls the move off (:meth:`call_off_lapsed`) and serves it again. Every change is one
 conditional ``UPDATE`` keyed by the move's id, so a late step of a move called off — above all
-:meth:`finish_move`, the flip — changes nothing: there is never a second live copy.
+:meth:`finish`, the flip — changes nothing: there is never a second live copy.
 
 Every method takes ``now`` (epoch seconds) from the caller. Moves begun, called off, switched and
 cleaned up are audited (``workspace.move.*``) under the workspace's owner.
@@ -49,16 +49,16 @@ class Moves:
     def __init__(self, db: Database, audit: Audit) -> None:
         self._db, self._audit = db, audit
 
-    def move_record(self, move_id: str) -> MoveRecord | None:
+    def by_id(self, move_id: str) -> MoveRecord | None:
         row = self._db.execute(_MOVES + " WHERE id = ?", (move_id,)).fetchone()
         return None if row is None else _record(row)
 
-    def moves_of(self, workspace_id: str) -> list[MoveRecord]:
+    def of_workspace(self, workspace_id: str) -> list[MoveRecord]:
         """The workspace's moves, oldest first."""
         rows = self._db.execute(_MOVES + " WHERE workspace_id = ? ORDER BY began_at, id", (workspace_id,))
         return [_record(r) for r in rows]
 
-    def moves_leaving_copies(self) -> list[MoveRecord]:
+    def leaving_copies(self) -> list[MoveRecord]:
         """The moves that may have left a copy behind — switched but not cleaned (the old copy on
         the source), called off but not discarded (the unused copy on the target) — of every
         workspace and every move, not only the last: each one unless a later move of its workspace
@@ -73,7 +73,7 @@ class Moves:
         )
         return [_record(r) for r in rows]
 
-    def begin_move(
+    def begin(
         self,
         workspace_id: str,
         source: str,
@@ -120,7 +120,7 @@ class Moves:
             self._audit_move("workspace.move.begin", move)
         return move
 
-    def advance_move(self, move_id: str, *, now: float, timeout: float, state: State | None = None) -> None:
+    def advance(self, move_id: str, *, now: float, timeout: float, state: State | None = None) -> None:
         """The move's command is still at work: its deadline becomes ``now + timeout`` (and its
         record ``state``). Raises :class:`MoveCalledOff` when it is no longer under way."""
         with self._db.transaction():
@@ -152,7 +152,7 @@ class Moves:
                 (iso(now), iso(now), move_id),
             )
 
-    def finish_move(self, move: MoveRecord, *, now: float, lease: float) -> None:
+    def finish(self, move: MoveRecord, *, now: float, lease: float) -> None:
         """Flip the placement to the move's target (its lease starts now) — only while this very
         move is under way: a move called off, or replaced by another, is refused."""
         with self._db.transaction():
@@ -183,7 +183,7 @@ class Moves:
             )
             self._audit_move("workspace.move.flip", move)
 
-    def abort_move(self, move: MoveRecord, *, now: float, reason: str) -> bool:
+    def abort(self, move: MoveRecord, *, now: float, reason: str) -> bool:
         """Call the move off: the workspace stays on its source and is served there again. False
         (nothing changed) when it was no longer under way."""
         with self._db.transaction():
@@ -202,7 +202,7 @@ class Moves:
             self._audit_move("workspace.move.call_off", move, reason=reason)
         return True
 
-    def call_off_lapsed_moves(self, source: str, *, now: float) -> list[MoveRecord]:
+    def call_off_lapsed(self, source: str, *, now: float) -> list[MoveRecord]:
         """Call off every move away from ``source`` whose deadline has passed (its command stopped
         advancing it: killed, its terminal closed). Returns the moves called off."""
         rows = self._db.execute(
@@ -222,7 +222,7 @@ class Moves:
         ).fetchall()
         return self._call_off_lapsed([str(r[0]) for r in rows], now=now)
 
-    def record_move(self, move_id: str, state: State, *, now: float, note: str = "") -> None:
+    def record(self, move_id: str, state: State, *, now: float, note: str = "") -> None:
         """A step after the flip: the target ``served`` it, the source's copy ``cleaned`` up (audited),
         the target's unused copy ``discarded``; or a ``note`` on what failed."""
         with self._db.transaction():
@@ -230,7 +230,7 @@ class Moves:
                 "UPDATE moves SET state = ?, updated_at = ?, note = ? WHERE id = ?",
                 (state, iso(now), note, move_id),
             )
-            move = self.move_record(move_id)
+            move = self.by_id(move_id)
             if move is not None and state in ("cleaned", "discarded"):
                 self._audit_move(f"workspace.move.{state}", move)
 
@@ -260,7 +260,7 @@ class Moves:
                     "WHERE move_id = ? AND moving_to IS NOT NULL AND move_deadline <= ?",
                     (move_id, iso(now)),
                 ).rowcount
-                move = self.move_record(move_id)
+                move = self.by_id(move_id)
                 if cleared == 0 or move is None:
                     continue  # advanced or flipped meanwhile
                 reason = "its command stopped advancing it before its deadline"

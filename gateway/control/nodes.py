@@ -68,10 +68,10 @@ class Nodes:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def register_node(self, name: str, advertise_url: str, *, now: float) -> Node:
+    def register(self, name: str, advertise_url: str, *, now: float) -> Node:
         """Add a node, or bring a known one back (new URL, heartbeat now). A node marked draining
         stays draining across its restarts (only ``set_draining`` changes that), and one declared
-        lost stays lost (only ``node_found`` changes that)."""
+        lost stays lost (only :meth:`gateway.control.lost.LostNodes.found` changes that)."""
         name, advertise_url = validate_node(name, advertise_url)
         with self._db.transaction():
             self._db.execute(
@@ -85,23 +85,21 @@ class Nodes:
         assert row is not None
         return _node(row)
 
-    def node_volume(self, name: str) -> NodeVolume:
+    def volume(self, name: str) -> NodeVolume:
         """The volume identity recorded for ``name`` and how many workspaces are placed on it."""
         row = self._db.execute("SELECT volume_id FROM nodes WHERE name = ?", (name,)).fetchone()
         placed = self._db.execute("SELECT count(*) FROM placements WHERE node = ?", (name,)).fetchone()
         recorded = None if row is None or row[0] is None else str(row[0])
         return NodeVolume(recorded, 0 if placed is None else int(str(placed[0])))
 
-    def join_node(
-        self, name: str, advertise_url: str, *, now: float, volume_seen: str, adopt: bool
-    ) -> Joined:
+    def join(self, name: str, advertise_url: str, *, now: float, volume_seen: str, adopt: bool) -> Joined:
         """A process starts under ``name`` (it holds the name's lock): registered as by
-        :meth:`register_node`, with a new fencing token (``generation``), the volume identity it found
+        :meth:`register`, with a new fencing token (``generation``), the volume identity it found
         (``volume_seen``, '' for none) and, when ``adopt``, that identity recorded as the node's own.
         Returns the token and the latest lease a previous process under the name held, which this
         one must let run out before it serves (that process may not know yet that it was replaced)."""
         with self._db.transaction():
-            node = self.register_node(name, advertise_url, now=now)
+            node = self.register(name, advertise_url, now=now)
             self._db.execute(
                 "UPDATE nodes SET generation = generation + 1, volume_seen = ?, "
                 "volume_id = CASE WHEN ? = 1 THEN ? ELSE volume_id END WHERE name = ?",
@@ -116,7 +114,7 @@ class Nodes:
         previous = max((epoch(str(r[0])) for r in leases), default=0.0)
         return Joined(_node(refreshed), int(str(row[0])), previous)
 
-    def release_node(self, name: str, generation: int, *, now: float) -> int:
+    def release(self, name: str, generation: int, *, now: float) -> int:
         """A process under ``name`` stops (its engines stopped): its leases end now, so the next
         process under the name need not wait for them — unless the name was taken meanwhile."""
         return self._db.execute(

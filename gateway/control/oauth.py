@@ -54,7 +54,7 @@ class OAuth:
             if kind == "dcr":
                 self._audit("oauth.register", None, None, None, None, {"client_id": client_id})
 
-    def oauth_client(self, client_id: str) -> ClientRecord | None:
+    def client(self, client_id: str) -> ClientRecord | None:
         row = self._db.execute(
             "SELECT client_id, kind, metadata, expires_at FROM oauth_clients WHERE client_id = ?",
             (client_id,),
@@ -388,7 +388,7 @@ class OAuth:
             return None
         return AccessRecord(str(row[0]), str(row[1]), str(row[2]), epoch(str(row[3])))
 
-    def revoke_oauth_token(self, secret: str, *, now: float, remote: str | None = None) -> None:
+    def revoke_token(self, secret: str, *, now: float, remote: str | None = None) -> None:
         """RFC 7009: a refresh token ends its whole grant (the connection); an access token only
         itself."""
         row = self._db.execute(

@@ -19,7 +19,7 @@ class Owners:
     def __init__(self, db: Database, audit: Audit) -> None:
         self._db, self._audit = db, audit
 
-    def create_owner(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]:
+    def create(self, email: str, password_hash: str | None) -> tuple[Owner, Workspace]:
         """A new owner with their ``default`` workspace."""
         email = tokens.validate_email(email)
         now = utcnow()
@@ -40,7 +40,7 @@ class Owners:
             raise AlreadyExists(f"an owner with email {email!r} already exists") from exc
         return owner, workspace
 
-    def owner_by_email(self, email: str) -> Owner:
+    def by_email(self, email: str) -> Owner:
         row = self._db.execute(
             "SELECT id, email, created_at FROM owners WHERE lower(email) = lower(?) AND disabled_at IS NULL",
             (email.strip(),),

@@ -204,7 +204,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class Joined:
-    """A process's start under a node's name (:meth:`gateway.control.nodes.Nodes.join_node`)."""
+    """A process's start under a node's name (:meth:`gateway.control.nodes.Nodes.join`)."""
 
     node: Node
     generation: int  # this process's fencing token

@@ -169,7 +169,7 @@ async def login(request: Request) -> Response:
     limits = ctx.policy.throttle
     owner = None
     try:
-        owner = ctx.store.owners.owner_by_email(email) if email else None
+        owner = ctx.store.owners.by_email(email) if email else None
     except OwnerNotFound:
         owner = None
     owner_id = owner.id if owner else None

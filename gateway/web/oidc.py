@@ -169,7 +169,7 @@ def _owner_for(request: Request, issuer: str, subject: str, verified_email: str 
     if verified_email is None:
         return None
     try:
-        owner_id = store.owners.owner_by_email(verified_email).id
+        owner_id = store.owners.by_email(verified_email).id
     except OwnerNotFound:
         if ctx.policy.signup != "open":
             return None
@@ -178,6 +178,6 @@ def _owner_for(request: Request, issuer: str, subject: str, verified_email: str 
                 verified_email, None, invite=None, remote=remote_of(request), method="oidc"
             ).id
         except AlreadyExists:  # signed up in a race a moment ago
-            owner_id = store.owners.owner_by_email(verified_email).id
+            owner_id = store.owners.by_email(verified_email).id
     store.accounts.link_identity(issuer, subject, owner_id, verified_email)
     return owner_id

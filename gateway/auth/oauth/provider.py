@@ -58,7 +58,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     async def client(self, client_id: str) -> Client | None:
         """The client ``client_id`` names; :class:`cimd.CimdRefused` if its metadata document is bad."""
         now = self._now()
-        record = self.server.store.oauth.oauth_client(client_id)
+        record = self.server.store.oauth.client(client_id)
         if cimd.is_metadata_url(client_id) and (
             record is None or (record.expires_at is not None and record.expires_at <= now)
         ):
@@ -66,7 +66,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
             self.server.store.oauth.save_client(
                 client_id, "cimd", doc.metadata, now=now, expires_at=now + doc.cache_for
             )
-            record = self.server.store.oauth.oauth_client(client_id)
+            record = self.server.store.oauth.client(client_id)
         if record is None:
             return None
         try:
@@ -191,7 +191,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         )
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        self.server.store.oauth.revoke_oauth_token(token.token, now=self._now(), remote=self.remote)
+        self.server.store.oauth.revoke_token(token.token, now=self._now(), remote=self.remote)
 
     def _check_resource(self, bound: str | None) -> None:
         """RFC 8707: a ``resource`` sent to ``/token`` must be the one the grant is bound to."""

@@ -245,7 +245,7 @@ def call_off_lapsed(
     """An earlier move is marked: refused while it may still be running (its deadline ahead), else
     called off here (its source would do so at its next heartbeat anyway)."""
     deadline = placement.move_deadline
-    earlier = None if placement.move_id is None else store.moves.move_record(placement.move_id)
+    earlier = None if placement.move_id is None else store.moves.by_id(placement.move_id)
     if earlier is None or (deadline is not None and deadline > clock()):
         wait = (
             ""
@@ -258,15 +258,13 @@ def call_off_lapsed(
             "wait for it to end and try again"
         )
     say(f"an earlier move of {placement.workspace_id} to {earlier.target} stopped half-way; calling it off")
-    store.moves.abort_move(
-        earlier, now=clock(), reason="its command stopped advancing it before its deadline"
-    )
+    store.moves.abort(earlier, now=clock(), reason="its command stopped advancing it before its deadline")
     with contextlib.suppress(MoveFailed):
         link.call(nodes[earlier.source], "POST", earlier.workspace_id, "resume")
     if earlier.target in nodes:
         with contextlib.suppress(MoveFailed):
             link.call(nodes[earlier.target], "DELETE", earlier.workspace_id, "")
-            store.moves.record_move(earlier.id, "discarded", now=clock(), note=earlier.note)
+            store.moves.record(earlier.id, "discarded", now=clock(), note=earlier.note)
 
 
 class Renewer:
@@ -282,7 +280,7 @@ class Renewer:
     def _run(self) -> None:
         while not self._stop.wait(self.timeout / 4):
             try:
-                self.store.moves.advance_move(self.move_id, now=self.clock(), timeout=self.timeout)
+                self.store.moves.advance(self.move_id, now=self.clock(), timeout=self.timeout)
             except MoveCalledOff:  # the next step finds out, and stops
                 return
             except Exception:  # the database is unreachable for now: try again at the next quarter
@@ -309,7 +307,7 @@ def _move(
     say: Callable[[str], None],
     pause: Callable[[str], None],
 ) -> MoveReport:
-    move = store.moves.begin_move(
+    move = store.moves.begin(
         workspace_id, source.name, target.name, now=clock(), timeout=config.timeout, copying=True
     )
     say(f"copying workspace {workspace_id} from {source.name} to {target.name} while {source.name} serves it")
@@ -329,7 +327,7 @@ def _move(
             released = manifest.from_json(reply["manifest"])
             size = sum(e.size for e in released)
             pause("released")
-            store.moves.advance_move(move.id, now=clock(), timeout=config.timeout)
+            store.moves.advance(move.id, now=clock(), timeout=config.timeout)
             final = link.call(
                 target, "POST", workspace_id, "pull", _order(move, source, released, final=True)
             )
@@ -337,9 +335,9 @@ def _move(
             problems = manifest.differences(released, pulled)
             if problems:
                 raise MoveFailed("the copy differs from the original: " + "; ".join(problems[:10]))
-            store.moves.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
+            store.moves.advance(move.id, now=clock(), timeout=config.timeout, state="copied")
             pause("copied")
-            store.moves.finish_move(move, now=clock(), lease=config.lease)
+            store.moves.finish(move, now=clock(), lease=config.lease)
             flipped = True
             refused = time.monotonic() - began
     except BaseException as exc:
@@ -407,24 +405,22 @@ def _complete(
     """After the flip: the target serves the workspace, then the source deletes its old copy. A
     failure is noted on the move's record; ``--finish`` picks up from there."""
     workspace_id = move.workspace_id
-    state = store.moves.move_record(move.id)
+    state = store.moves.by_id(move.id)
     try:
         if state is None or state.state == "flipped":
             open_on(link, target, workspace_id, clock=clock)
-            store.moves.record_move(move.id, "served", now=clock())
+            store.moves.record(move.id, "served", now=clock())
         pause("served")
         say(f"{target.name} serves workspace {workspace_id}; deleting the old copy on {source.name}")
         link.call(source, "DELETE", workspace_id, "")
     except MoveFailed as exc:
-        now = store.moves.move_record(move.id)
-        store.moves.record_move(
-            move.id, "flipped" if now is None else now.state, now=clock(), note=exc.message
-        )
+        now = store.moves.by_id(move.id)
+        store.moves.record(move.id, "flipped" if now is None else now.state, now=clock(), note=exc.message)
         raise MoveFailed(
             f"{exc.message}; the workspace is switched to {target.name!r} and the old copy on "
             f"{source.name!r} is kept: run `almanac workspace move --finish` once both nodes answer"
         ) from exc
-    store.moves.record_move(move.id, "cleaned", now=clock())
+    store.moves.record(move.id, "cleaned", now=clock())
 
 
 def finish(
@@ -440,7 +436,7 @@ def finish(
     workspace's node serves it (if that move's target has not yet), then each old copy is deleted by
     its node. Refused (nothing changes) while a move is under way, when the placement does not name
     the last move's target, or when no old copy is left. Returns the moves completed."""
-    moves = store.moves.moves_of(workspace_id)
+    moves = store.moves.of_workspace(workspace_id)
     last = moves[-1] if moves else None
     placement = store.nodes.placement(workspace_id)
     pending = old_copies(moves, placement)
@@ -460,7 +456,7 @@ def finish(
                 )
             else:  # a later move carried the workspace on from its target: only the old copy is left
                 _delete_old_copy(store, link, record, nodes[record.source], clock=clock, say=say)
-            found = store.moves.move_record(record.id)
+            found = store.moves.by_id(record.id)
             assert found is not None
             done.append(found)
     finally:
@@ -485,11 +481,11 @@ def _delete_old_copy(
     try:
         link.call(source, "DELETE", move.workspace_id, "")
     except MoveFailed as exc:
-        store.moves.record_move(move.id, move.state, now=clock(), note=exc.message)
+        store.moves.record(move.id, move.state, now=clock(), note=exc.message)
         raise MoveFailed(
             f"{exc.message}; the old copy on {source.name!r} of the move to {move.target!r} is kept"
         ) from exc
-    store.moves.record_move(move.id, "cleaned", now=clock())
+    store.moves.record(move.id, "cleaned", now=clock())
 
 
 def open_on(link: NodeCalls, target: Node, workspace_id: str, *, clock: Callable[[], float]) -> None:
@@ -523,10 +519,10 @@ def _call_off(
     removes whatever it received (its staging folder, or a settled copy never placed there) — at
     once, or, if it cannot be reached, by itself once it heartbeats again (the move stays
     ``called_off`` until then)."""
-    if not store.moves.abort_move(move, now=clock(), reason=reason):
+    if not store.moves.abort(move, now=clock(), reason=reason):
         return  # called off already (its deadline passed): the source serves it again by itself
     with contextlib.suppress(MoveFailed):  # else the source's heartbeat resumes it
         link.call(source, "POST", move.workspace_id, "resume")
     with contextlib.suppress(MoveFailed):  # else the target removes it by itself
         link.call(target, "DELETE", move.workspace_id, "")
-        store.moves.record_move(move.id, "discarded", now=clock(), note=reason)
+        store.moves.record(move.id, "discarded", now=clock(), note=reason)

@@ -390,7 +390,9 @@ class MoveEndpoints:
     async def _drop_problem(self, workspace_id: str) -> str | None:
         def read() -> str | None:
             placement = self.journal.nodes.placement(workspace_id)
-            return stale_copy_problem(self.journal.moves.moves_of(workspace_id), placement, self.link.here)
+            return stale_copy_problem(
+                self.journal.moves.of_workspace(workspace_id), placement, self.link.here
+            )
 
         return await off_loop(read)
 
@@ -407,7 +409,7 @@ class MoveEndpoints:
     async def tend(self) -> None:
         """One round of looking after this node's moves (every heartbeat; see the module's doc)."""
         here = self.link.here
-        for move in await off_loop(lambda: self.journal.moves.call_off_lapsed_moves(here, now=self.clock())):
+        for move in await off_loop(lambda: self.journal.moves.call_off_lapsed(here, now=self.clock())):
             self.link.router.unhold(move.workspace_id)  # served here again
             logs.event(
                 self._log, logging.WARNING, "move.called_off", workspace=move.workspace_id, move=move.id
@@ -422,11 +424,11 @@ class MoveEndpoints:
             if placement is None or placement.moving_to is None:  # its move ended (called off or switched)
                 self.link.router.unhold(workspace_id)
                 self.forget_listings(workspace_id)
-        for move in await off_loop(self.journal.moves.moves_leaving_copies):
+        for move in await off_loop(self.journal.moves.leaving_copies):
             if move.state == "called_off" and move.target == here:
                 await self._discard(move)
         await self._sweep_staging()
-        for workspace_id in await off_loop(self.journal.lost.lost_copies_to_erase, here):
+        for workspace_id in await off_loop(self.journal.lost.copies_to_erase, here):
             await self._erase_forgotten(workspace_id)
 
     async def _sweep_staging(self) -> None:
@@ -463,7 +465,7 @@ class MoveEndpoints:
             receiving = self.receiving(workspace_id)
             failed = await anyio.to_thread.run_sync(erase_files, data_dir, workspace_id, staging, receiving)
         if not failed:
-            await off_loop(self.journal.lost.forget_lost_copy, here, workspace_id)
+            await off_loop(self.journal.lost.forget_copy, here, workspace_id)
         logs.event(
             self._log, logging.INFO, "workspace.lost_copy_erased", workspace=workspace_id, failed=len(failed)
         )
@@ -478,7 +480,7 @@ class MoveEndpoints:
             else:
                 await self._drop(workspace_id)
             await off_loop(
-                lambda: self.journal.moves.record_move(move.id, "discarded", now=self.clock(), note=move.note)
+                lambda: self.journal.moves.record(move.id, "discarded", now=self.clock(), note=move.note)
             )
         logs.event(self._log, logging.INFO, "move.discarded_copy", workspace=move.workspace_id, move=move.id)
 

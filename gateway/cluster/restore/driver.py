@@ -113,12 +113,10 @@ def _restore(
         if placement.moving_to is not None:
             _call_off_lapsed_restore(store, link, placement, nodes, clock=clock, say=say)
         _discard_earlier(store, link, workspace_id, target, clock=clock)
-        move = store.moves.begin_move(
-            workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout
-        )
+        move = store.moves.begin(workspace_id, lost.name, target.name, now=clock(), timeout=config.timeout)
         kind = "the owner's export" if source.kind == "export" else "the backup"
         note = f"{RESTORED_NOTE}{kind} {_named(backup)} ({len(entries)} files)"
-        store.moves.record_move(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
+        store.moves.record(move.id, "draining", now=clock(), note=note)  # a run again knows it by it
         say(f"restoring workspace {workspace_id} on {target.name}: {len(entries)} files ({size} bytes)")
         flipped = settled = False
         try:
@@ -142,22 +140,22 @@ def _restore(
                 problems = manifest.differences(entries, manifest.from_json(answer["manifest"]))
                 if problems:
                     raise MoveFailed("the restored copy differs from the backup: " + "; ".join(problems[:10]))
-                store.moves.advance_move(move.id, now=clock(), timeout=config.timeout, state="copied")
+                store.moves.advance(move.id, now=clock(), timeout=config.timeout, state="copied")
                 say(f"verified {len(entries)} files by SHA-256; switching the workspace to {target.name}")
-                store.moves.finish_move(move, now=clock(), lease=config.lease)
+                store.moves.finish(move, now=clock(), lease=config.lease)
                 flipped = True
                 pause("flipped")
         except BaseException as exc:
             if not flipped:
                 reason = exc.message if isinstance(exc, GatewayError) else f"the command stopped ({exc!r})"
-                if store.moves.abort_move(move, now=clock(), reason=f"restore: {reason}"):
+                if store.moves.abort(move, now=clock(), reason=f"restore: {reason}"):
                     with contextlib.suppress(MoveFailed):  # else the target removes it by itself
                         if settled:
                             link.call(target, "DELETE", workspace_id, "")
-                        store.moves.record_move(move.id, "discarded", now=clock(), note=f"restore: {reason}")
+                        store.moves.record(move.id, "discarded", now=clock(), note=f"restore: {reason}")
             raise
         open_on(link, target, workspace_id, clock=clock)
-        store.moves.record_move(move.id, "served", now=clock(), note=note)
+        store.moves.record(move.id, "served", now=clock(), note=note)
     finally:
         link.close()
     store.audit_log.record(
@@ -185,7 +183,7 @@ def _restored_already(
     lost, switched), or None: running the same restore again finishes that one, or says it is done."""
     if placement.node != target or placement.moving_to is not None:
         return None
-    moves = store.moves.moves_of(placement.workspace_id)
+    moves = store.moves.of_workspace(placement.workspace_id)
     last = moves[-1] if moves else None
     if last is None or last.target != target or last.state not in ("flipped", "served", "cleaned"):
         return None
@@ -221,7 +219,7 @@ def _finish_restored(
             open_on(link, target, done.workspace_id, clock=clock)
         finally:
             link.close()
-        store.moves.record_move(done.id, "served", now=clock(), note=done.note)
+        store.moves.record(done.id, "served", now=clock(), note=done.note)
     else:
         say(f"workspace {done.workspace_id} is already restored on {target.name}; nothing changed")
     return MoveReport(done.workspace_id, done.source, target.name, 0, 0)
@@ -254,12 +252,12 @@ def _discard_earlier(
 ) -> None:
     """An earlier restore to ``target`` that was called off may have left what it sent there (the
     target removes it at its next heartbeat): removed now, so this restore begins on a clean slate."""
-    moves = store.moves.moves_of(workspace_id)
+    moves = store.moves.of_workspace(workspace_id)
     last = moves[-1] if moves else None
     if last is not None and last.target == target.name and last.state == "called_off":
         with contextlib.suppress(MoveFailed):  # refused: the restore's begin says why
             link.call(target, "DELETE", workspace_id, "")
-            store.moves.record_move(last.id, "discarded", now=clock(), note=last.note)
+            store.moves.record(last.id, "discarded", now=clock(), note=last.note)
 
 
 def abandon(
@@ -282,10 +280,8 @@ def abandon(
         raise BadRequest(
             f"no restore of workspace {workspace_id} is under way; nothing to abandon (nothing changed)"
         )
-    move = None if placement.move_id is None else store.moves.move_record(placement.move_id)
-    if move is None or not store.moves.abort_move(
-        move, now=clock(), reason="restore: abandoned by the operator"
-    ):
+    move = None if placement.move_id is None else store.moves.by_id(placement.move_id)
+    if move is None or not store.moves.abort(move, now=clock(), reason="restore: abandoned by the operator"):
         raise BadRequest(f"the restore of workspace {workspace_id} ended meanwhile; nothing to abandon")
     say(f"abandoned the restore of workspace {workspace_id} to {move.target}; it is lost again")
     target = nodes.get(move.target)
@@ -293,9 +289,7 @@ def abandon(
         link = NodeCalls(config.secret, clock)
         try:
             link.call(target, "DELETE", workspace_id, "")
-            store.moves.record_move(
-                move.id, "discarded", now=clock(), note="restore: abandoned by the operator"
-            )
+            store.moves.record(move.id, "discarded", now=clock(), note="restore: abandoned by the operator")
             say(f"{target.name} removed what it had received")
         except MoveFailed as exc:
             say(f"{exc.message}; {target.name} removes what it received at its next heartbeat")
@@ -307,6 +301,6 @@ def abandon(
         workspace_id=workspace_id,
         detail={"lost_node": move.source, "to": move.target, "move": move.id},
     )
-    found = store.moves.move_record(move.id)
+    found = store.moves.by_id(move.id)
     assert found is not None
     return found

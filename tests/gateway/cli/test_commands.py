@@ -55,7 +55,7 @@ def test_owner_then_token_prints_only_the_token(data_dir: Path) -> None:
     try:
         principal = store.connections.authenticate(secret)
         assert principal is not None and principal.read_only and principal.scope == "project:fjord"
-        owner = store.owners.owner_by_email("ada@example.com")
+        owner = store.owners.by_email("ada@example.com")
         stored = store.owners.password_hash(owner.id)
         assert stored is not None and stored.startswith("$argon2id$")
     finally:

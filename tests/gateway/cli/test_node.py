@@ -23,7 +23,7 @@ def _run(data_dir: Path, database_url: str | None, *args: str) -> tuple[int, str
 
 
 def _new_workspace(store: ControlPlane, who: str) -> str:
-    return store.owners.create_owner(f"{who}@example.com", None)[1].id
+    return store.owners.create(f"{who}@example.com", None)[1].id
 
 
 @pytest.mark.req("run:scale-out", "run:cli")
@@ -33,9 +33,9 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
         now = time.time()
-        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=now)
-        store.nodes.register_node("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
-        store.nodes.register_node("node-c", "http://node-c.internal:8080", now=now)
+        store.nodes.register("node-a", "http://node-a.internal:8080", now=now)
+        store.nodes.register("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
+        store.nodes.register("node-c", "http://node-c.internal:8080", now=now)
         first = _new_workspace(store, "ada")
         assert place(store.nodes, first, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
 
@@ -46,7 +46,7 @@ def test_drain_a_node_list_it_and_undo(tmp_path: Path, database_url: str | None)
         second = _new_workspace(store, "bob")
         assert place(store.nodes, second, now=now, heartbeat_timeout=LEASE, lease=LEASE).node == "node-a"
         # a restart of node-c keeps it drained
-        store.nodes.register_node("node-c", "http://node-c.internal:8080", now=now)
+        store.nodes.register("node-c", "http://node-c.internal:8080", now=now)
 
         code, out, _ = _run(data_dir, database_url, "node", "list")
         assert code == 0
@@ -72,7 +72,7 @@ def test_draining_an_unknown_node_says_so_and_changes_nothing(
     data_dir.mkdir()
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
-        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=time.time())
+        store.nodes.register("node-a", "http://node-a.internal:8080", now=time.time())
         code, _, err = _run(data_dir, database_url, "node", "drain", "node-x")
         assert code != 0 and "no node named 'node-x'" in err and len(err.strip().splitlines()) == 1
         assert [n.draining for n in store.nodes.all()] == [False]
@@ -87,8 +87,8 @@ def test_declare_a_node_lost_list_it_and_undo(tmp_path: Path, database_url: str 
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
         now = time.time()
-        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=now)
-        store.nodes.register_node("node-b", "http://node-b.internal:8080", now=now)
+        store.nodes.register("node-a", "http://node-a.internal:8080", now=now)
+        store.nodes.register("node-b", "http://node-b.internal:8080", now=now)
         store.nodes.place_on(_new_workspace(store, "ada"), "node-b", now=now, lease=LEASE)
         # without --confirm: what it does is said, nothing changes
         code, _, err = _run(data_dir, database_url, "node", "lost", "node-b")

@@ -34,7 +34,7 @@ def on_terminal(*args: str) -> Terminal:
 def stored_hash(data_dir: Path, email: str = EMAIL) -> str | None:
     store = ControlPlane.open(data_dir / "control.db", create=False)
     try:
-        return store.owners.password_hash(store.owners.owner_by_email(email).id)
+        return store.owners.password_hash(store.owners.by_email(email).id)
     finally:
         store.close()
 

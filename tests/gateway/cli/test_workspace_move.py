@@ -35,8 +35,8 @@ def test_a_move_needs_the_nodes_control_plane_and_secret_and_live_nodes(
     store = ControlPlane.connect(database_url, data_dir / "control.db", create=True)
     try:
         now = time.time()
-        ada = store.owners.create_owner("ada@example.com", None)[1].id
-        bob = store.owners.create_owner("bob@example.com", None)[1].id
+        ada = store.owners.create("ada@example.com", None)[1].id
+        bob = store.owners.create("bob@example.com", None)[1].id
         if database_url is None:  # one host: there is nowhere to move to
             code, err = _move(
                 data_dir, {"ALMANAC_CLUSTER_SECRET": SECRET}, "--owner", "ada@example.com", "--to", "a"
@@ -47,8 +47,8 @@ def test_a_move_needs_the_nodes_control_plane_and_secret_and_live_nodes(
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-a")
         assert code == 2 and "ALMANAC_CLUSTER_SECRET" in err
         env["ALMANAC_CLUSTER_SECRET"] = SECRET
-        store.nodes.register_node("node-a", "http://node-a.internal:8080", now=now)
-        store.nodes.register_node("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
+        store.nodes.register("node-a", "http://node-a.internal:8080", now=now)
+        store.nodes.register("node-b", "http://node-b.internal:8080", now=now - 3600)  # long silent
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-z")
         assert code == 1 and "no node named 'node-z'" in err
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-b")
@@ -60,7 +60,7 @@ def test_a_move_needs_the_nodes_control_plane_and_secret_and_live_nodes(
         assert code == 2 and "exactly one of" in err
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--finish")
         assert code == 1 and "never moved; there is nothing to finish" in err
-        assert store.nodes.placement(ada) is None and store.moves.moves_of(ada) == []  # nothing changed
+        assert store.nodes.placement(ada) is None and store.moves.of_workspace(ada) == []  # nothing changed
         code, err = _move(data_dir, env, "--owner", "ada@example.com", "--to", "node-a")
         assert code == 0, err
         assert store.nodes.placement(ada).node == "node-a"  # type: ignore[union-attr]  # placed, nothing to copy

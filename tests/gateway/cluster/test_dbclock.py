@@ -73,7 +73,7 @@ async def _place_three(cluster: Cluster) -> dict[str, str]:
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
         for email in ("ada@example.com", "bob@example.com", "cy@example.com"):
-            owner, workspace = store.owners.create_owner(email, None)
+            owner, workspace = store.owners.create(email, None)
             tokens[email] = store.connections.create_pat(
                 owner.id, workspace.id, f"{email.split('@')[0]}'s agent"
             )[1]
@@ -111,7 +111,7 @@ async def test_skewed_clocks_make_no_live_node_look_dead_nor_a_dead_one_alive(cl
     wait_for(lambda: _node_list(cluster.nodes["node-b"])["node-a"] == "down", timeout=20, what="node-a down")
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        dee, workspace = store.owners.create_owner("dee@example.com", None)
+        dee, workspace = store.owners.create("dee@example.com", None)
         token = store.connections.create_pat(dee.id, workspace.id, "dee's agent")[1]
     finally:
         store.close()

@@ -55,7 +55,7 @@ async def token(cluster: _Patient) -> str:
     """An owner whose workspace is on node C, its engine started there by a first write through A."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner("cy@example.com", None)
+        owner, workspace = store.owners.create("cy@example.com", None)
         store.nodes.place_on(workspace.id, "node-c", now=time.time(), lease=300.0)
         secret = store.connections.create_pat(owner.id, workspace.id, "cy's agent")[1]
     finally:

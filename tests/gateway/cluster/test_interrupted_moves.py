@@ -50,7 +50,7 @@ def _owner_on_a(cluster: Cluster, email: str) -> tuple[str, str]:
     id, a token)."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner(email, hash_password(PASSWORD))
+        owner, workspace = store.owners.create(email, hash_password(PASSWORD))
         store.nodes.place_on(workspace.id, "node-a", now=time.time(), lease=2.0)
         return workspace.id, store.connections.create_pat(owner.id, workspace.id, "agent")[1]
     finally:
@@ -218,10 +218,10 @@ async def test_a_move_killed_before_the_switch_is_called_off_and_the_source_serv
     # a late flip of that move is refused: there is never a second live copy
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        stopped = store.moves.move_record(move_id)
+        stopped = store.moves.by_id(move_id)
         assert stopped is not None and "stopped advancing" in stopped.note
         with pytest.raises(BadRequest, match="no longer under way"):
-            store.moves.finish_move(stopped, now=time.time(), lease=2.0)
+            store.moves.finish(stopped, now=time.time(), lease=2.0)
     finally:
         store.close()
     assert cluster.node_of(workspace) == "node-a"

@@ -77,7 +77,7 @@ def _seeded_on_a(cluster: Cluster, email: str, settled: Path) -> tuple[str, str]
     token)."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner(email, None)
+        owner, workspace = store.owners.create(email, None)
         store.nodes.place_on(workspace.id, "node-a", now=time.time(), lease=30.0)
         token = store.connections.create_pat(owner.id, workspace.id, "agent")[1]
     finally:

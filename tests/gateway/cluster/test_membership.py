@@ -30,8 +30,8 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 @pytest.mark.req("run:scale-out")
 async def test_the_heartbeat_renews_the_node_and_its_leases(store: ControlPlane) -> None:
     started = time.time()
-    store.nodes.register_node(NODE.name, NODE.advertise_url, now=started - 100)
-    ws = store.owners.create_owner("ada@example.com", None)[1].id
+    store.nodes.register(NODE.name, NODE.advertise_url, now=started - 100)
+    ws = store.owners.create("ada@example.com", None)[1].id
     place(store.nodes, ws, now=started - 100, heartbeat_timeout=1000, lease=1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(keep_alive, store.nodes, NODE, time.time)
@@ -61,7 +61,7 @@ async def test_a_failed_heartbeat_is_logged_and_the_next_one_goes_through(
     store: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
     started = time.time()
-    store.nodes.register_node(NODE.name, NODE.advertise_url, now=started - 100)
+    store.nodes.register(NODE.name, NODE.advertise_url, now=started - 100)
     flaky = _Flaky(store)
     with caplog.at_level(logging.WARNING):
         async with anyio.create_task_group() as tg:

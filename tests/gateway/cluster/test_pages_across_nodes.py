@@ -52,7 +52,7 @@ class Pair(Cluster):
         call; returns its workspace id and an API token."""
         store = self.store()
         try:
-            owner, workspace = store.owners.create_owner(email, hash_password(PASSWORD))
+            owner, workspace = store.owners.create(email, hash_password(PASSWORD))
             store.nodes.place_on(workspace.id, "node-c", now=time.time(), lease=2.0)
             _, token = store.connections.create_pat(owner.id, workspace.id, "Agent")
         finally:
@@ -283,7 +283,7 @@ async def test_the_internal_engine_endpoints_refuse_anything_unsigned_or_stale(
     # served from a second copy
     store = pair.store()
     try:
-        elsewhere = store.owners.create_owner("rae@example.com", None)[1].id
+        elsewhere = store.owners.create("rae@example.com", None)[1].id
         store.nodes.place_on(elsewhere, "node-b", now=time.time(), lease=2.0)
     finally:
         store.close()

@@ -138,7 +138,7 @@ def _owner_on(cluster: Cluster, email: str, node: str) -> tuple[str, str, str]:
     """A new owner whose workspace is placed on ``node``: (owner id, workspace id, token)."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner(email, hash_password(PASSWORD))
+        owner, workspace = store.owners.create(email, hash_password(PASSWORD))
         store.nodes.place_on(workspace.id, node, now=time.time(), lease=2.0)
         return owner.id, workspace.id, store.connections.create_pat(owner.id, workspace.id, "agent")[1]
     finally:

@@ -125,7 +125,7 @@ async def test_a_captured_signed_call_replayed_to_a_real_node_is_refused(cluster
     a = cluster.nodes["node-a"]
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        owner, workspace = store.owners.create("ada@example.com", None)
         token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
     finally:
         store.close()

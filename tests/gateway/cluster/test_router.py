@@ -30,7 +30,7 @@ def _router(store: ControlPlane, here: str, clock: Clock) -> Router:
 
 
 def _workspace(store: ControlPlane, who: str) -> str:
-    return store.owners.create_owner(f"{who}@example.com", None)[1].id
+    return store.owners.create(f"{who}@example.com", None)[1].id
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ async def test_new_workspaces_spread_over_the_nodes_and_every_node_agrees(
     store: ControlPlane, clock: Clock
 ) -> None:
     for name in ("node-a", "node-b", "node-c"):
-        store.nodes.register_node(name, f"http://{name}:8080", now=clock.now)
+        store.nodes.register(name, f"http://{name}:8080", now=clock.now)
     a, b, c = (_router(store, n, clock) for n in ("node-a", "node-b", "node-c"))
     first, second, third = (_workspace(store, w) for w in ("ada", "bob", "cy"))
     assert await a.route(first) == Local()  # least loaded, ties by name: node-a
@@ -62,11 +62,11 @@ async def test_new_workspaces_spread_over_the_nodes_and_every_node_agrees(
 async def test_a_workspace_whose_node_is_down_is_refused_everywhere(
     store: ControlPlane, clock: Clock
 ) -> None:
-    store.nodes.register_node("node-a", "http://node-a:8080", now=clock.now)
+    store.nodes.register("node-a", "http://node-a:8080", now=clock.now)
     workspace = _workspace(store, "ada")
     a, b = _router(store, "node-a", clock), _router(store, "node-b", clock)
     assert await a.route(workspace) == Local()
-    store.nodes.register_node("node-b", "http://node-b:8080", now=clock.now)
+    store.nodes.register("node-b", "http://node-b:8080", now=clock.now)
     clock.now += TIMEOUT + 1  # node-a stops beating; node-b goes on
     store.nodes.heartbeat("node-b", now=clock.now, lease=LEASE)
     for router in (a, b):
@@ -85,7 +85,7 @@ async def test_a_workspace_whose_node_is_down_is_refused_everywhere(
 async def test_the_owner_stops_serving_when_its_lease_runs_out_even_from_memory(
     store: ControlPlane, clock: Clock
 ) -> None:
-    store.nodes.register_node("node-a", "http://node-a:8080", now=clock.now)
+    store.nodes.register("node-a", "http://node-a:8080", now=clock.now)
     workspace = _workspace(store, "ada")
     a = Router(store, RouterConfig("node-a", 1000.0, LEASE, retry_after=5.0), ttl=3600.0, clock=clock)
     assert await a.route(workspace) == Local()
@@ -99,11 +99,11 @@ async def test_the_owner_stops_serving_when_its_lease_runs_out_even_from_memory(
 
 @pytest.mark.req("run:scale-out")
 async def test_a_placement_is_remembered_briefly_then_asked_again(store: ControlPlane, clock: Clock) -> None:
-    store.nodes.register_node("node-a", "http://node-a:8080", now=clock.now)
+    store.nodes.register("node-a", "http://node-a:8080", now=clock.now)
     workspace = _workspace(store, "ada")
     b = Router(store, RouterConfig("node-b", TIMEOUT, LEASE, retry_after=5.0), ttl=0.5, clock=clock)
     assert await b.route(workspace) == Forward("node-a", "http://node-a:8080")
-    store.nodes.register_node("node-a", "http://node-a.moved:9090", now=clock.now)
+    store.nodes.register("node-a", "http://node-a.moved:9090", now=clock.now)
     assert await b.route(workspace) == Forward("node-a", "http://node-a:8080")  # remembered
     clock.now += 0.5
     assert await b.route(workspace) == Forward("node-a", "http://node-a.moved:9090")
@@ -122,14 +122,14 @@ async def test_a_workspace_being_moved_is_refused_everywhere_with_a_short_retry(
     store: ControlPlane, clock: Clock
 ) -> None:
     for name in ("node-a", "node-c"):
-        store.nodes.register_node(name, f"http://{name}:8080", now=clock.now)
+        store.nodes.register(name, f"http://{name}:8080", now=clock.now)
     workspace = _workspace(store, "cy")
     store.nodes.place_on(workspace, "node-c", now=clock.now, lease=LEASE)
     a, c = _router(store, "node-a", clock), _router(store, "node-c", clock)
     assert await c.route(workspace) == Local()
-    move = store.moves.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
+    move = store.moves.begin(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
     with pytest.raises(BadRequest, match="another move"):
-        store.moves.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
+        store.moves.begin(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
     for router in (a, c):
         router.forget()
         where = await router.route(workspace)
@@ -137,26 +137,26 @@ async def test_a_workspace_being_moved_is_refused_everywhere_with_a_short_retry(
         with pytest.raises(WorkspaceMoving) as refused:
             await router.require_local(workspace)
         assert refused.value.headers() == {"Retry-After": "1"}
-    assert store.moves.abort_move(move, now=clock.now, reason="a test")  # called off: served where it was
+    assert store.moves.abort(move, now=clock.now, reason="a test")  # called off: served where it was
     c.forget()
     assert await c.route(workspace) == Local()
-    again = store.moves.begin_move(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
+    again = store.moves.begin(workspace, "node-c", "node-a", now=clock.now, timeout=60.0)
     with pytest.raises(BadRequest, match="no longer under way"):  # the move called off cannot flip it
-        store.moves.finish_move(move, now=clock.now, lease=LEASE)
-    store.moves.finish_move(again, now=clock.now, lease=LEASE)
+        store.moves.finish(move, now=clock.now, lease=LEASE)
+    store.moves.finish(again, now=clock.now, lease=LEASE)
     a.forget()
     c.forget()
     assert await a.route(workspace) == Local()
     assert await c.route(workspace) == Forward("node-a", "http://node-a:8080")
     with pytest.raises(BadRequest, match="no longer under way"):
-        store.moves.finish_move(again, now=clock.now, lease=LEASE)
+        store.moves.finish(again, now=clock.now, lease=LEASE)
 
 
 @pytest.mark.req("run:scale-out")
 async def test_a_node_holding_a_workspace_for_a_move_refuses_it_whatever_the_rows_say(
     store: ControlPlane, clock: Clock
 ) -> None:
-    store.nodes.register_node("node-c", "http://node-c:8080", now=clock.now)
+    store.nodes.register("node-c", "http://node-c:8080", now=clock.now)
     workspace = _workspace(store, "cy")
     c = _router(store, "node-c", clock)
     assert await c.route(workspace) == Local()
@@ -173,7 +173,7 @@ async def test_a_workspace_whose_folder_is_on_this_node_is_placed_here_not_on_th
 ) -> None:
     """A workspace from before the nodes: its files are on node-b's disk; node-a has fewer workspaces."""
     for name in ("node-a", "node-b"):
-        store.nodes.register_node(name, f"http://{name}:8080", now=clock.now)
+        store.nodes.register(name, f"http://{name}:8080", now=clock.now)
     busy = _workspace(store, "busy")
     store.nodes.place_on(busy, "node-b", now=clock.now, lease=LEASE)
     legacy = _workspace(store, "legacy")

@@ -64,7 +64,7 @@ async def _place_three(cluster: Cluster) -> dict[str, str]:
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
         for email in ("ada@example.com", "bob@example.com"):
-            owner, workspace = store.owners.create_owner(email, None)
+            owner, workspace = store.owners.create(email, None)
             tokens[email] = store.connections.create_pat(
                 owner.id, workspace.id, f"{email.split('@')[0]}'s agent"
             )[1]
@@ -364,7 +364,7 @@ async def test_a_move_stopped_half_way_is_called_off_by_its_source_at_its_deadli
     assert cluster.node_of(workspace) == "node-a"
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        stopped = store.moves.begin_move(workspace, "node-a", "node-b", now=time.time(), timeout=3.0)
+        stopped = store.moves.begin(workspace, "node-a", "node-b", now=time.time(), timeout=3.0)
 
         def all_refused() -> bool:
             return all(_call(edge, token).status_code == 503 for edge in (a, b, c))
@@ -379,11 +379,11 @@ async def test_a_move_stopped_half_way_is_called_off_by_its_source_at_its_deadli
             what="node-a to call the lapsed move off and serve the workspace again",
         )
         assert cluster.node_of(workspace) == "node-a"
-        called_off = store.moves.move_record(stopped.id)
+        called_off = store.moves.by_id(stopped.id)
         assert called_off is not None and called_off.state in ("called_off", "discarded")
         assert "stopped advancing" in called_off.note
         with pytest.raises(BadRequest, match="no longer under way"):  # a late flip changes nothing
-            store.moves.finish_move(stopped, now=time.time(), lease=2.0)
+            store.moves.finish(stopped, now=time.time(), lease=2.0)
         assert cluster.node_of(workspace) == "node-a"
         kinds = [e.kind for e in store.audit_log.events(limit=20) if e.workspace_id == workspace]
         assert {"workspace.move.begin", "workspace.move.call_off"} <= set(kinds)

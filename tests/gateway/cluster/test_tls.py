@@ -158,7 +158,7 @@ def test_nodes_reach_each_other_over_tls_with_a_private_ca(tls: tuple[TlsCluster
     a, b = cluster.nodes["node-a"], cluster.nodes["node-b"]
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        owner, workspace = store.owners.create("ada@example.com", None)
         token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
     finally:
         store.close()

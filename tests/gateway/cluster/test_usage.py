@@ -31,7 +31,7 @@ async def placed(cluster: Cluster) -> str:
     second workspace of hers never used; returns the first's id."""
     store = ControlPlane.connect(cluster.url, cluster.root / "unused.db")
     try:
-        owner, workspace = store.owners.create_owner("ada@example.com", None)
+        owner, workspace = store.owners.create("ada@example.com", None)
         token = store.connections.create_pat(owner.id, workspace.id, "ada's agent")[1]
         store.owners.create_workspace(owner.id, "later")  # never called: placed nowhere yet
     finally:

@@ -10,7 +10,7 @@ from gateway.errors import AlreadyExists, InviteInvalid, OwnerNotFound
 
 @pytest.mark.req("gw:signin")
 def test_a_session_is_found_by_its_secret_only_while_live(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("ada@example.com", None)
+    owner, _ = store.owners.create("ada@example.com", None)
     session, secret = store.accounts.create_session(
         owner.id, max_age=3600, remote="10.0.0.1", user_agent="test", method="password"
     )
@@ -48,7 +48,7 @@ def test_old_failures_are_forgotten_and_known_addresses_are_the_owners_sessions(
     store.accounts.forget_login_failures(older_than=-1)
     rows = store._db.execute("SELECT count(*) FROM login_failures").fetchone()
     assert rows is not None and rows[0] == 0  # gone from the table, not just uncounted
-    owner, _ = store.owners.create_owner("di@example.com", None)
+    owner, _ = store.owners.create("di@example.com", None)
     store.accounts.create_session(
         owner.id, max_age=3600, remote="10.0.0.4", user_agent=None, method="password"
     )
@@ -63,20 +63,20 @@ def test_an_invite_works_once_and_a_failed_sign_up_changes_nothing(store: Contro
     code = store.accounts.create_invite("for cy")
     with pytest.raises(InviteInvalid):
         store.accounts.sign_up("cy@example.com", None, invite="wrong", remote=None, method="password")
-    store.owners.create_owner("taken@example.com", None)
+    store.owners.create("taken@example.com", None)
     with pytest.raises(AlreadyExists):
         store.accounts.sign_up("taken@example.com", None, invite=code, remote=None, method="password")
     owner = store.accounts.sign_up("cy@example.com", None, invite=code, remote=None, method="password")
-    assert store.owners.owner_by_email("cy@example.com") == owner
+    assert store.owners.by_email("cy@example.com") == owner
     with pytest.raises(InviteInvalid):
         store.accounts.sign_up("cz@example.com", None, invite=code, remote=None, method="password")
     with pytest.raises(OwnerNotFound):
-        store.owners.owner_by_email("cz@example.com")
+        store.owners.by_email("cz@example.com")
 
 
 @pytest.mark.req("gw:signin")
 def test_identities_link_to_one_owner(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("di@example.com", None)
+    owner, _ = store.owners.create("di@example.com", None)
     with pytest.raises(OwnerNotFound):
         store.accounts.owner_by_identity("https://id.example", "sub-1")
     store.accounts.link_identity("https://id.example", "sub-1", owner.id, "di@example.com")

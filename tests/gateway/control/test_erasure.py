@@ -11,8 +11,8 @@ from gateway.errors import BadRequest, MoveUnderWay, OwnerNotFound
 
 @pytest.mark.req("life:delete")
 def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
-    owner, default = store.owners.create_owner("zed@example.com", None)
-    other, _ = store.owners.create_owner("other@example.com", None)
+    owner, default = store.owners.create("zed@example.com", None)
+    other, _ = store.owners.create("other@example.com", None)
     _, secret = store.connections.create_pat(owner.id, default.id, "Laptop")
     _, kept = store.connections.create_pat(other.id, store.owners.workspaces(other.id)[0].id, "Laptop")
     store.accounts.create_session(
@@ -23,7 +23,7 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     store.accounts.record_login_failure(
         ("account:zed_@example.com|address:1",), owner_id=None, remote="1", detail={}
     )
-    store.nodes.register_node("node-a", "http://node-a", now=1e9)  # its workspace placed on a node
+    store.nodes.register("node-a", "http://node-a", now=1e9)  # its workspace placed on a node
     place(store.nodes, default.id, now=1e9, heartbeat_timeout=15, lease=30)
     with pytest.raises(OwnerNotFound):
         store.erasure.forget_owner(owner.id)  # not locked out yet: nothing is deleted
@@ -33,7 +33,7 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     assert [w.id for w in workspaces] == [default.id]
     assert store.connections.authenticate(secret) is None
     with pytest.raises(OwnerNotFound):
-        store.owners.owner_by_email("zed@example.com")
+        store.owners.by_email("zed@example.com")
     assert store.connections.of_owner(owner.id) == []
 
     gone = store.erasure.forget_owner(owner.id)
@@ -49,7 +49,7 @@ def test_lock_out_then_forget_an_owner(store: ControlPlane) -> None:
     assert left == {"address:10.0.0.8", "account:zed_@example.com|address:1"}  # the email is gone
     # nobody else is touched
     assert store.connections.authenticate(kept) is not None
-    assert store.owners.owner_by_email("other@example.com").id == other.id
+    assert store.owners.by_email("other@example.com").id == other.id
     with pytest.raises(OwnerNotFound):
         store.erasure.lock_out_owner(owner.id, remote=None)
 
@@ -60,23 +60,23 @@ def test_an_erase_and_a_move_of_the_same_owner_never_run_together(store: Control
     """A move under way refuses the erase (nothing changes); a locked-out owner's workspace is not
     moved; while locked out, the workspace reads as being erased (a node may erase its copy)."""
     for name in ("node-a", "node-b"):
-        store.nodes.register_node(name, f"http://{name}", now=1e9)
-    owner, workspace = store.owners.create_owner("mover@example.com", None)
+        store.nodes.register(name, f"http://{name}", now=1e9)
+    owner, workspace = store.owners.create("mover@example.com", None)
     _, secret = store.connections.create_pat(owner.id, workspace.id, "Laptop")
     store.nodes.place_on(workspace.id, "node-a", now=1e9, lease=30)
-    move = store.moves.begin_move(workspace.id, "node-a", "node-b", now=1e9, timeout=10)
+    move = store.moves.begin(workspace.id, "node-a", "node-b", now=1e9, timeout=10)
     with pytest.raises(MoveUnderWay, match=r"move of workspace \w+ to node 'node-b' is under way"):
         store.erasure.lock_out_owner(owner.id, remote=None)
     assert store.connections.authenticate(secret) is not None  # nothing was locked out
     assert not store.erasure.being_erased(workspace.id)
-    assert store.owners.owner_by_email("mover@example.com").id == owner.id
-    assert store.moves.abort_move(move, now=1e9 + 1, reason="test")
+    assert store.owners.by_email("mover@example.com").id == owner.id
+    assert store.moves.abort(move, now=1e9 + 1, reason="test")
     assert [w.id for w in store.erasure.lock_out_owner(owner.id, remote=None)] == [workspace.id]
     assert store.erasure.being_erased(workspace.id)
     with pytest.raises(BadRequest, match="being erased"):
-        store.moves.begin_move(workspace.id, "node-a", "node-b", now=1e9 + 2, timeout=10)
+        store.moves.begin(workspace.id, "node-a", "node-b", now=1e9 + 2, timeout=10)
     placement = store.nodes.placement(workspace.id)
     assert placement is not None and placement.moving_to is None
-    assert [m.id for m in store.moves.moves_of(workspace.id)] == [move.id]
+    assert [m.id for m in store.moves.of_workspace(workspace.id)] == [move.id]
     store.erasure.forget_owner(owner.id)
-    assert store.moves.moves_of(workspace.id) == [] and not store.erasure.being_erased(workspace.id)
+    assert store.moves.of_workspace(workspace.id) == [] and not store.erasure.being_erased(workspace.id)

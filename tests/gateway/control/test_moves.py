@@ -15,8 +15,8 @@ LEASE, TIMEOUT = 30.0, 10.0
 
 def _placed(store: ControlPlane, who: str, node: str = "node-a") -> str:
     for name in ("node-a", "node-b"):
-        store.nodes.register_node(name, f"http://{name}:8080", now=NOW)
-    workspace = store.owners.create_owner(f"{who}@example.com", None)[1].id
+        store.nodes.register(name, f"http://{name}:8080", now=NOW)
+    workspace = store.owners.create(f"{who}@example.com", None)[1].id
     store.nodes.place_on(workspace, node, now=NOW, lease=LEASE)
     return workspace
 
@@ -24,7 +24,7 @@ def _placed(store: ControlPlane, who: str, node: str = "node-a") -> str:
 @pytest.mark.req("run:scale-out")
 def test_a_move_lapses_at_its_deadline_and_a_late_flip_changes_nothing(store: ControlPlane) -> None:
     workspace = _placed(store, "ada")
-    move = store.moves.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    move = store.moves.begin(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
     placement = store.nodes.placement(workspace)
     assert placement is not None
     assert (placement.moving_to, placement.move_id, placement.move_deadline) == (
@@ -33,26 +33,26 @@ def test_a_move_lapses_at_its_deadline_and_a_late_flip_changes_nothing(store: Co
         NOW + TIMEOUT,
     )
     with pytest.raises(BadRequest, match="another move"):
-        store.moves.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+        store.moves.begin(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
     # the command advances it: the deadline moves, the record says how far it got
-    store.moves.advance_move(move.id, now=NOW + 8, timeout=TIMEOUT, state="copied")
+    store.moves.advance(move.id, now=NOW + 8, timeout=TIMEOUT, state="copied")
     assert store.nodes.placement(workspace).move_deadline == NOW + 18  # type: ignore[union-attr]
-    assert store.moves.call_off_lapsed_moves("node-a", now=NOW + 17) == []  # not yet
-    assert store.moves.call_off_lapsed_moves("node-b", now=NOW + 99) == []  # only the source calls it off
-    (lapsed,) = store.moves.call_off_lapsed_moves("node-a", now=NOW + 18)
+    assert store.moves.call_off_lapsed("node-a", now=NOW + 17) == []  # not yet
+    assert store.moves.call_off_lapsed("node-b", now=NOW + 99) == []  # only the source calls it off
+    (lapsed,) = store.moves.call_off_lapsed("node-a", now=NOW + 18)
     assert lapsed.id == move.id
     after = store.nodes.placement(workspace)
     assert after is not None and (after.node, after.moving_to, after.move_id) == ("node-a", None, None)
-    record = store.moves.move_record(move.id)
+    record = store.moves.by_id(move.id)
     assert record is not None and record.state == "called_off" and "stopped advancing" in record.note
     # the command, late: it can neither advance nor flip the move, nor call it off twice
     with pytest.raises(MoveCalledOff):
-        store.moves.advance_move(move.id, now=NOW + 19, timeout=TIMEOUT)
+        store.moves.advance(move.id, now=NOW + 19, timeout=TIMEOUT)
     with pytest.raises(MoveCalledOff, match="no longer under way"):
-        store.moves.finish_move(move, now=NOW + 19, lease=LEASE)
-    assert not store.moves.abort_move(move, now=NOW + 19, reason="late")
+        store.moves.finish(move, now=NOW + 19, lease=LEASE)
+    assert not store.moves.abort(move, now=NOW + 19, reason="late")
     assert store.nodes.placement(workspace).node == "node-a"  # type: ignore[union-attr]
-    assert store.moves.call_off_lapsed_moves("node-a", now=NOW + 99) == []
+    assert store.moves.call_off_lapsed("node-a", now=NOW + 99) == []
     kinds = [e.kind for e in store.audit_log.events(limit=10) if e.workspace_id == workspace]
     assert kinds[:2] == ["workspace.move.call_off", "workspace.move.begin"]
 
@@ -62,27 +62,27 @@ def test_a_move_s_steps_are_recorded_and_a_newer_move_replaces_the_record_that_c
     store: ControlPlane,
 ) -> None:
     workspace = _placed(store, "bob")
-    first = store.moves.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
-    assert store.moves.abort_move(first, now=NOW + 1, reason="the copy differs")
-    assert [m.id for m in store.moves.moves_leaving_copies()] == [first.id]  # the target may hold a copy
-    second = store.moves.begin_move(workspace, "node-a", "node-b", now=NOW + 2, timeout=TIMEOUT)
+    first = store.moves.begin(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    assert store.moves.abort(first, now=NOW + 1, reason="the copy differs")
+    assert [m.id for m in store.moves.leaving_copies()] == [first.id]  # the target may hold a copy
+    second = store.moves.begin(workspace, "node-a", "node-b", now=NOW + 2, timeout=TIMEOUT)
     with pytest.raises(MoveCalledOff):  # the first move's id flips nothing
-        store.moves.finish_move(first, now=NOW + 3, lease=LEASE)
-    store.moves.finish_move(second, now=NOW + 3, lease=LEASE)
+        store.moves.finish(first, now=NOW + 3, lease=LEASE)
+    store.moves.finish(second, now=NOW + 3, lease=LEASE)
     placement = store.nodes.placement(workspace)
     assert placement is not None and (placement.node, placement.moving_to) == ("node-b", None)
     assert placement.lease_expires_at == NOW + 3 + LEASE
-    assert [m.id for m in store.moves.moves_leaving_copies()] == [second.id]  # the last move counts
-    store.moves.record_move(second.id, "served", now=NOW + 4)
-    store.moves.record_move(second.id, "cleaned", now=NOW + 5)
-    assert store.moves.moves_leaving_copies() == []
-    assert [(m.id, m.state) for m in store.moves.moves_of(workspace)] == [
+    assert [m.id for m in store.moves.leaving_copies()] == [second.id]  # the last move counts
+    store.moves.record(second.id, "served", now=NOW + 4)
+    store.moves.record(second.id, "cleaned", now=NOW + 5)
+    assert store.moves.leaving_copies() == []
+    assert [(m.id, m.state) for m in store.moves.of_workspace(workspace)] == [
         (first.id, "called_off"),
         (second.id, "cleaned"),
     ]
     kinds = [e.kind for e in store.audit_log.events(limit=10) if e.workspace_id == workspace]
     assert kinds[:3] == ["workspace.move.cleaned", "workspace.move.flip", "workspace.move.begin"]
-    owner = store.owners.owner_by_email("bob@example.com").id
+    owner = store.owners.by_email("bob@example.com").id
     assert all(e.owner_id == owner for e in store.audit_log.events(limit=5) if e.workspace_id == workspace)
 
 
@@ -91,31 +91,31 @@ def test_erasing_an_owner_forgets_the_moves_of_their_workspaces(store: ControlPl
     workspace = _placed(store, "cy")
     kept = _placed(store, "dee")
     for moved in (workspace, kept):
-        store.moves.abort_move(
-            store.moves.begin_move(moved, "node-a", "node-b", now=NOW, timeout=TIMEOUT), now=NOW, reason="x"
+        store.moves.abort(
+            store.moves.begin(moved, "node-a", "node-b", now=NOW, timeout=TIMEOUT), now=NOW, reason="x"
         )
-    owner = store.owners.owner_by_email("cy@example.com").id
+    owner = store.owners.by_email("cy@example.com").id
     store.erasure.lock_out_owner(owner, remote=None)
     store.erasure.forget_owner(owner)
-    assert store.moves.moves_of(workspace) == []
-    assert [m.workspace_id for m in store.moves.moves_of(kept)] == [kept]  # nobody else's
+    assert store.moves.of_workspace(workspace) == []
+    assert [m.workspace_id for m in store.moves.of_workspace(kept)] == [kept]  # nobody else's
 
 
 @pytest.mark.req("run:scale-out")
 def test_every_move_that_left_a_copy_is_listed_not_only_the_last(store: ControlPlane) -> None:
     workspace = _placed(store, "eve")
-    store.nodes.register_node("node-c", "http://node-c:8080", now=NOW)
+    store.nodes.register("node-c", "http://node-c:8080", now=NOW)
     # A -> B switched, its old copy kept on node-a (the command died) …
-    first = store.moves.begin_move(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
-    store.moves.finish_move(first, now=NOW + 1, lease=LEASE)
+    first = store.moves.begin(workspace, "node-a", "node-b", now=NOW, timeout=TIMEOUT)
+    store.moves.finish(first, now=NOW + 1, lease=LEASE)
     # … then B -> C completely: node-a's copy is still listed, node-b's is not (it was cleaned)
-    second = store.moves.begin_move(workspace, "node-b", "node-c", now=NOW + 2, timeout=TIMEOUT)
-    store.moves.finish_move(second, now=NOW + 3, lease=LEASE)
-    assert [m.id for m in store.moves.moves_leaving_copies()] == [first.id, second.id]
-    store.moves.record_move(second.id, "cleaned", now=NOW + 4)
-    assert [m.id for m in store.moves.moves_leaving_copies()] == [first.id]
+    second = store.moves.begin(workspace, "node-b", "node-c", now=NOW + 2, timeout=TIMEOUT)
+    store.moves.finish(second, now=NOW + 3, lease=LEASE)
+    assert [m.id for m in store.moves.leaving_copies()] == [first.id, second.id]
+    store.moves.record(second.id, "cleaned", now=NOW + 4)
+    assert [m.id for m in store.moves.leaving_copies()] == [first.id]
     # a later move naming node-a (one to it, called off) governs node-a's folder from then on
-    third = store.moves.begin_move(workspace, "node-c", "node-a", now=NOW + 5, timeout=TIMEOUT)
-    assert [m.id for m in store.moves.moves_leaving_copies()] == []  # under way: nothing listed
-    store.moves.abort_move(third, now=NOW + 6, reason="node-a already had a folder")
-    assert [m.id for m in store.moves.moves_leaving_copies()] == [third.id]
+    third = store.moves.begin(workspace, "node-c", "node-a", now=NOW + 5, timeout=TIMEOUT)
+    assert [m.id for m in store.moves.leaving_copies()] == []  # under way: nothing listed
+    store.moves.abort(third, now=NOW + 6, reason="node-a already had a folder")
+    assert [m.id for m in store.moves.leaving_copies()] == [third.id]

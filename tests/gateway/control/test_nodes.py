@@ -21,12 +21,12 @@ TIMEOUT, LEASE = 15.0, 30.0
 
 
 def _workspace(store: ControlPlane, who: str) -> str:
-    return store.owners.create_owner(f"{who}@example.com", None)[1].id
+    return store.owners.create(f"{who}@example.com", None)[1].id
 
 
 @pytest.mark.req("run:scale-out")
 def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
-    a = store.nodes.register_node("node-a", "http://node-a.almanac:8080/", now=NOW)
+    a = store.nodes.register("node-a", "http://node-a.almanac:8080/", now=NOW)
     assert (a.name, a.advertise_url, a.heartbeat_at, a.draining, a.workspaces) == (
         "node-a",
         "http://node-a.almanac:8080",
@@ -34,7 +34,7 @@ def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
         False,
         0,
     )
-    store.nodes.register_node("node-b", "http://node-b.almanac:8080", now=NOW)
+    store.nodes.register("node-b", "http://node-b.almanac:8080", now=NOW)
     assert store.nodes.heartbeat("node-a", now=NOW + 5, lease=LEASE) == 0  # no workspaces yet
     assert store.nodes.heartbeat("nobody", now=NOW + 5, lease=LEASE) == 0
     store.nodes.set_draining("node-b", True)
@@ -43,18 +43,18 @@ def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
         ("node-b", NOW, True),
     ]
     # registering again (a restart) brings it back at its new address, still draining
-    again = store.nodes.register_node("node-b", "https://b.example.com", now=NOW + 9)
+    again = store.nodes.register("node-b", "https://b.example.com", now=NOW + 9)
     assert (again.advertise_url, again.draining, again.heartbeat_at) == (
         "https://b.example.com",
         True,
         NOW + 9,
     )
     store.nodes.set_draining("node-b", False)
-    assert not store.nodes.register_node("node-b", "https://b.example.com", now=NOW + 10).draining
+    assert not store.nodes.register("node-b", "https://b.example.com", now=NOW + 10).draining
     with pytest.raises(BadRequest, match="node name"):
-        store.nodes.register_node("Node A", "http://x", now=NOW)
+        store.nodes.register("Node A", "http://x", now=NOW)
     with pytest.raises(BadRequest, match="advertise URL"):
-        store.nodes.register_node("node-c", "node-c:8080", now=NOW)
+        store.nodes.register("node-c", "node-c:8080", now=NOW)
     with pytest.raises(BadRequest, match="no node named"):
         store.nodes.set_draining("node-z", True)
     assert [n.name for n in store.nodes.all()] == ["node-a", "node-b"]  # refusals changed nothing
@@ -62,18 +62,16 @@ def test_nodes_register_beat_and_drain(store: ControlPlane) -> None:
 
 @pytest.mark.req("run:scale-out")
 def test_workspaces_are_placed_on_the_least_loaded_live_node_and_stay_there(store: ControlPlane) -> None:
-    store.nodes.register_node("node-a", "http://a", now=NOW)
-    store.nodes.register_node("node-b", "http://b", now=NOW)
-    store.nodes.register_node("node-c", "http://c", now=NOW - 60)  # not heard from: dead
+    store.nodes.register("node-a", "http://a", now=NOW)
+    store.nodes.register("node-b", "http://b", now=NOW)
+    store.nodes.register("node-c", "http://c", now=NOW - 60)  # not heard from: dead
     placed = [
         place(store.nodes, _workspace(store, f"u{i}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE).node
         for i in range(4)
     ]
     assert placed == ["node-a", "node-b", "node-a", "node-b"]
     assert {n.name: n.workspaces for n in store.nodes.all()} == {"node-a": 2, "node-b": 2, "node-c": 0}
-    first = store.nodes.placement(
-        store.owners.workspaces(store.owners.owner_by_email("u0@example.com").id)[0].id
-    )
+    first = store.nodes.placement(store.owners.workspaces(store.owners.by_email("u0@example.com").id)[0].id)
     assert first is not None and first.node == "node-a" and first.lease_expires_at == NOW + LEASE
     # placing it again changes nothing, even once another node is emptier
     store.nodes.set_draining("node-a", True)
@@ -104,7 +102,7 @@ def gateways(tmp_path: Path, database_url: str | None) -> Iterator[list[ControlP
 def test_gateways_placing_one_workspace_at_once_agree_on_one_node(gateways: list[ControlPlane]) -> None:
     first = gateways[0]
     for i, name in enumerate(("node-a", "node-b", "node-c", "node-d")):
-        first.nodes.register_node(name, f"http://{name}", now=NOW)
+        first.nodes.register(name, f"http://{name}", now=NOW)
         for j in range(i):  # some workspaces placed already
             place(
                 first.nodes, _workspace(first, f"{name}-{j}"), now=NOW, heartbeat_timeout=TIMEOUT, lease=LEASE

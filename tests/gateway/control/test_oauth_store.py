@@ -17,7 +17,7 @@ RESOURCE = "https://mem.example.com/mcp"
 
 
 def _grant(store: ControlPlane, name: str = "Claude", *, now: float = NOW) -> str:
-    owner, workspace = store.owners.create_owner(f"{name.lower()}-{tokens.new_id('x')}@example.com", None)
+    owner, workspace = store.owners.create(f"{name.lower()}-{tokens.new_id('x')}@example.com", None)
     store.oauth.save_client(
         "dcr_c", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=now, expires_at=None
     )
@@ -103,7 +103,7 @@ def test_revoking_a_refresh_token_ends_the_connection_and_it_lists_with_pats(sto
         ("oauth", "Claude"),
         ("pat", "laptop"),
     ]
-    store.oauth.revoke_oauth_token(issued.refresh_token, now=NOW + 5)
+    store.oauth.revoke_token(issued.refresh_token, now=NOW + 5)
     assert store.connections.authenticate(issued.access_token) is None
     assert [c.name for c in store.connections.of_owner(owner_id)] == ["laptop"]
     # and the owner can revoke an OAuth connection by name, like a PAT
@@ -115,7 +115,7 @@ def test_revoking_a_refresh_token_ends_the_connection_and_it_lists_with_pats(sto
 
 @pytest.mark.req("gw:oauth")
 def test_a_second_grant_with_a_live_name_gets_a_distinct_name(store: ControlPlane) -> None:
-    owner, workspace = store.owners.create_owner("dup@example.com", None)
+    owner, workspace = store.owners.create("dup@example.com", None)
     store.connections.create_pat(owner.id, workspace.id, "Claude")
     store.oauth.save_client(
         "dcr_c", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=NOW, expires_at=None
@@ -144,8 +144,8 @@ def test_registered_clients_never_used_are_collected(store: ControlPlane) -> Non
     _grant(store, now=NOW)  # dcr_c is used: a code was issued for it
     assert store.oauth.collect_garbage(now=NOW + 100, unused_client_age=3600) == 0
     assert store.oauth.collect_garbage(now=NOW + 3601, unused_client_age=3600) == 1
-    assert store.oauth.oauth_client("dcr_unused") is None
-    assert store.oauth.oauth_client("dcr_c") is not None
+    assert store.oauth.client("dcr_unused") is None
+    assert store.oauth.client("dcr_c") is not None
 
 
 @pytest.mark.req("gw:oauth", "sec:authz")
@@ -156,9 +156,9 @@ def test_past_the_cap_the_oldest_unused_clients_are_collected(store: ControlPlan
         )
     _grant(store, now=NOW)  # dcr_c is used: never counted against the cap
     assert store.oauth.collect_garbage(now=NOW + 10, unused_client_age=3600, max_unused_clients=2) == 3
-    assert [c for c in ("dcr_0", "dcr_1", "dcr_2", "dcr_3", "dcr_4") if store.oauth.oauth_client(c)] == [
+    assert [c for c in ("dcr_0", "dcr_1", "dcr_2", "dcr_3", "dcr_4") if store.oauth.client(c)] == [
         "dcr_3",
         "dcr_4",
     ]
-    assert store.oauth.oauth_client("dcr_c") is not None
+    assert store.oauth.client("dcr_c") is not None
     assert store.oauth.collect_garbage(now=NOW + 10, unused_client_age=3600, max_unused_clients=2) == 0

@@ -13,7 +13,7 @@ from gateway.errors import OwnerNotFound, ResetLinkInvalid
 
 @pytest.mark.req("gw:signin")
 def test_a_reset_link_works_once_until_it_expires_and_ends_the_owners_sessions(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("ada@example.com", None)
+    owner, _ = store.owners.create("ada@example.com", None)
     _, cookie = store.accounts.create_session(
         owner.id, max_age=3600, remote=None, user_agent=None, method="password"
     )
@@ -50,7 +50,7 @@ def test_a_reset_link_works_once_until_it_expires_and_ends_the_owners_sessions(s
 
 @pytest.mark.req("gw:signin")
 def test_two_uses_of_one_link_at_once_set_one_password(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("bo@example.com", None)
+    owner, _ = store.owners.create("bo@example.com", None)
     secret, _ = store.passwords.create_reset_link(owner.id, ttl=3600)
     outcomes: list[str] = []
 
@@ -71,7 +71,7 @@ def test_two_uses_of_one_link_at_once_set_one_password(store: ControlPlane) -> N
 
 @pytest.mark.req("gw:signin")
 def test_set_password_is_audited_and_refused_for_a_locked_out_owner(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("cy@example.com", None)
+    owner, _ = store.owners.create("cy@example.com", None)
     store.passwords.set_password(owner.id, hash_password("a fine password"), via="cli")
     assert [e.detail for e in store.audit_log.events(owner_id=owner.id) if e.kind == "password.set"] == [
         {"via": "cli"}

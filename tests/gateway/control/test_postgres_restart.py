@@ -23,7 +23,7 @@ def own_server() -> Iterator[PostgresServer]:
 def test_calls_after_a_database_restart_succeed(own_server: PostgresServer) -> None:
     store = ControlPlane.open_url(own_server.create_database())
     try:
-        owner, ws = store.owners.create_owner("ada@example.com", None)
+        owner, ws = store.owners.create("ada@example.com", None)
         _, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
         assert store.connections.authenticate(secret) is not None
         own_server.restart()

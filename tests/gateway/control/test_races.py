@@ -50,7 +50,7 @@ def _all_at_once(planes: list[ControlPlane], act: Callable[[int, ControlPlane], 
 
 
 def _code(store: ControlPlane) -> tuple[str, str]:
-    owner, workspace = store.owners.create_owner("race@example.com", None)
+    owner, workspace = store.owners.create("race@example.com", None)
     store.oauth.save_client(
         "dcr_c", "dcr", {"redirect_uris": ["http://127.0.0.1/cb"]}, now=NOW, expires_at=None
     )
@@ -130,15 +130,15 @@ def test_an_account_erase_and_a_move_begun_at_once_never_both_go_ahead(gateways:
     erase running beside a move that could bring a copy back."""
     first = gateways[0]
     for name in ("node-a", "node-b"):
-        first.nodes.register_node(name, f"http://{name}", now=NOW)
+        first.nodes.register(name, f"http://{name}", now=NOW)
     for round_ in range(12):
-        owner, workspace = first.owners.create_owner(f"racer{round_}@example.com", None)
+        owner, workspace = first.owners.create(f"racer{round_}@example.com", None)
         first.nodes.place_on(workspace.id, "node-a", now=NOW, lease=30)
 
         def act(i: int, plane: ControlPlane, owner_id: str = owner.id, ws: str = workspace.id) -> object:
             if i % 2 == 0:
                 return plane.erasure.lock_out_owner(owner_id, remote=None)
-            return plane.moves.begin_move(ws, "node-a", "node-b", now=NOW, timeout=10)
+            return plane.moves.begin(ws, "node-a", "node-b", now=NOW, timeout=10)
 
         erased, moved = _all_at_once(gateways[:2], act)
         assert isinstance(erased, MoveUnderWay) != isinstance(moved, BadRequest), (erased, moved)

@@ -21,7 +21,7 @@ from gateway.errors import (
 
 @pytest.mark.req("gw:pat")
 def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) -> None:
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     connection, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
     assert tokens.looks_like_token(secret)
     db = store._db
@@ -42,7 +42,7 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: ControlPlane) 
 
 @pytest.mark.req("gw:pat")
 def test_read_only_and_pinned_scope_travel_with_the_token(store: ControlPlane) -> None:
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     _, secret = store.connections.create_pat(owner.id, ws.id, "reader", read_only=True, scope="project:fjord")
     principal = store.connections.authenticate(secret)
     assert principal is not None and principal.read_only and principal.scope == "project:fjord"
@@ -51,7 +51,7 @@ def test_read_only_and_pinned_scope_travel_with_the_token(store: ControlPlane) -
 @pytest.mark.req("gw:pat")
 @pytest.mark.parametrize("label", ["", "Project", "-x", "a..b", "a b", "x" * 65, "../etc", "é"])
 def test_bad_scope_labels_are_refused(store: ControlPlane, label: str) -> None:
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     with pytest.raises(InvalidScope):
         store.connections.create_pat(owner.id, ws.id, "t", scope=label)
     assert store.connections.of_owner(owner.id) == []
@@ -59,7 +59,7 @@ def test_bad_scope_labels_are_refused(store: ControlPlane, label: str) -> None:
 
 @pytest.mark.req("gw:pat")
 def test_revoked_tokens_stop_working_at_once_and_are_audited(store: ControlPlane) -> None:
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     connection, secret = store.connections.create_pat(owner.id, ws.id, "laptop")
     revoked = store.connections.revoke(owner.id, "laptop", remote="127.0.0.1")
     assert revoked.revoked_at is not None
@@ -76,18 +76,18 @@ def test_revoked_tokens_stop_working_at_once_and_are_audited(store: ControlPlane
 
 @pytest.mark.req("gw:pat")
 def test_names_are_unique_among_live_tokens_and_owners_by_email(store: ControlPlane) -> None:
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     store.connections.create_pat(owner.id, ws.id, "laptop")
     with pytest.raises(AlreadyExists):
         store.connections.create_pat(owner.id, ws.id, "laptop")
     with pytest.raises(AlreadyExists):
-        store.owners.create_owner("ADA@example.com", None)
+        store.owners.create("ADA@example.com", None)
     with pytest.raises(InvalidEmail):
-        store.owners.create_owner("not-an-email", None)
+        store.owners.create("not-an-email", None)
     with pytest.raises(InvalidName):
         store.connections.create_pat(owner.id, ws.id, "  ")
     with pytest.raises(OwnerNotFound):
-        store.owners.owner_by_email("bob@example.com")
+        store.owners.by_email("bob@example.com")
 
 
 @pytest.mark.req("gw:pat")
@@ -99,7 +99,7 @@ def test_unknown_and_malformed_tokens_are_refused(store: ControlPlane) -> None:
 
 @pytest.mark.req("gw:pat")
 def test_workspaces(store: ControlPlane) -> None:
-    owner, default = store.owners.create_owner("ada@example.com", None)
+    owner, default = store.owners.create("ada@example.com", None)
     other = store.owners.create_workspace(owner.id, "research")
     assert [w.name for w in store.owners.workspaces(owner.id)] == ["default", "research"]
     assert store.owners.workspace_by_name(owner.id, "research") == other
@@ -111,7 +111,7 @@ def test_workspaces(store: ControlPlane) -> None:
 
 
 def test_owner_passwords_are_argon2id(store: ControlPlane) -> None:
-    owner, _ = store.owners.create_owner("ada@example.com", hash_password("correct horse"))
+    owner, _ = store.owners.create("ada@example.com", hash_password("correct horse"))
     stored = store.owners.password_hash(owner.id)
     assert stored is not None and stored.startswith("$argon2id$")
     assert verify_password(stored, "correct horse")

@@ -181,7 +181,7 @@ async def oauth_tokens(served: Served) -> tuple[str, str, str]:
     registered = await served.http.post("/register", json=body)
     assert registered.status_code == 201, registered.text
     client_id = str(registered.json()["client_id"])
-    owner, workspace = served.elsewhere.owners.create_owner("oauth@example.com", None)
+    owner, workspace = served.elsewhere.owners.create("oauth@example.com", None)
     code = served.elsewhere.oauth.save_code(
         client_id=client_id,
         choice=ConsentChoice(owner.id, workspace.id, "Agent", read_only=False, scope=None),
@@ -201,7 +201,7 @@ async def oauth_tokens(served: Served) -> tuple[str, str, str]:
 
 @pytest.mark.req("perf:gateway")
 async def test_a_pat_revoked_elsewhere_is_refused_within_one_second(served: Served) -> None:
-    owner, workspace = served.elsewhere.owners.create_owner("ada@example.com", None)
+    owner, workspace = served.elsewhere.owners.create("ada@example.com", None)
     _, token = served.elsewhere.connections.create_pat(owner.id, workspace.id, "laptop")
     for _ in range(5):
         assert await accepted(served, token)
@@ -216,7 +216,7 @@ async def test_an_oauth_token_revoked_elsewhere_is_refused_within_one_second(ser
     for _ in range(5):
         assert await accepted(served, access)
     assert served.principals.hits >= 4
-    served.elsewhere.oauth.revoke_oauth_token(access, now=time.time())
+    served.elsewhere.oauth.revoke_token(access, now=time.time())
     await refused_within(served, access, 1.0)
 
 

@@ -51,7 +51,7 @@ def _json_ok(request: httpx.Request) -> httpx.Response:
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
     store = ControlPlane.open(tmp_path / "control.db")
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     _, token = store.connections.create_pat(owner.id, ws.id, "Claude on laptop", scope="project:fjord")
     seen: list[httpx.Request] = []
 
@@ -227,7 +227,7 @@ def test_get_and_delete_never_wake_a_sleeping_engine(setup: Setup) -> None:
 @pytest.mark.req("gw:route", "gw:isolation")
 def test_a_session_is_honoured_only_for_the_connection_that_opened_it(setup: Setup) -> None:
     assert setup.client.post("/mcp", json=BODY, headers=_auth(setup)).status_code == 200
-    owner = setup.store.owners.owner_by_email("ada@example.com")
+    owner = setup.store.owners.by_email("ada@example.com")
     ws = setup.store.owners.workspaces(owner.id)[0]
     _, reader = setup.store.connections.create_pat(owner.id, ws.id, "reader", read_only=True)
     r = setup.client.post(

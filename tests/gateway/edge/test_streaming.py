@@ -53,7 +53,7 @@ def _proxy(store: ControlPlane, handler: Handler) -> McpProxy:
 
 def _app(tmp_path: Path, handler: Handler) -> tuple[Starlette, str]:
     store = ControlPlane.open(tmp_path / "control.db")
-    owner, ws = store.owners.create_owner("ada@example.com", None)
+    owner, ws = store.owners.create("ada@example.com", None)
     _, token = store.connections.create_pat(owner.id, ws.id, "laptop")
     return Starlette(routes=[Route("/mcp", _proxy(store, handler))]), token
 

@@ -66,7 +66,7 @@ async def test_sign_up_home_sign_out_sign_in(data_dir: Path, database_url: str |
         r = await sign_in(client, "ada@example.com", next="/?tab=1")
         assert r.status_code == 303 and r.headers["location"] == "/?tab=1"
         assert (await client.get("/")).status_code == 200
-        owner = site.store.owners.owner_by_email("ada@example.com")
+        owner = site.store.owners.by_email("ada@example.com")
         assert [w.name for w in site.store.owners.workspaces(owner.id)] == ["default"]
         kinds = audit_kinds(site)
         assert kinds[-4:] == ["signup", "signin.success", "signout", "signin.success"]
@@ -88,7 +88,7 @@ async def test_the_cli_owner_password_signs_in_on_the_web(data_dir: Path, databa
         r = await sign_in(client, "cli@example.com")
         assert r.status_code == 303
         assert "cli@example.com" in (await client.get("/")).text
-        stored = site.store.owners.password_hash(site.store.owners.owner_by_email("cli@example.com").id)
+        stored = site.store.owners.password_hash(site.store.owners.by_email("cli@example.com").id)
         assert stored is not None and stored.startswith("$argon2id$")
 
 
@@ -158,7 +158,7 @@ async def test_sign_in_is_throttled_per_account(data_dir: Path, database_url: st
         await sign_up(client, "di@example.com")
         await sign_out(client)
         assert (await sign_in(client, "di@example.com")).status_code == 303
-        owner = site.store.owners.owner_by_email("cy@example.com")
+        owner = site.store.owners.by_email("cy@example.com")
         throttled = [e for e in site.store.audit_log.events() if e.kind == "signin.throttled"]
         assert len(throttled) == 1 and throttled[0].owner_id == owner.id
         assert throttled[0].detail["limit"] == "account" and throttled[0].remote == "127.0.0.1"
@@ -319,7 +319,7 @@ async def test_invite_only_sign_up(data_dir: Path, database_url: str | None) -> 
         r = await sign_up(client, "hb@example.com", invite=code)
         assert r.status_code == 400 and "unknown or already used" in r.text
         with pytest.raises(Exception, match="no owner"):
-            site.store.owners.owner_by_email("hb@example.com")
+            site.store.owners.by_email("hb@example.com")
 
 
 @pytest.mark.req("gw:signin")
@@ -343,8 +343,8 @@ async def test_closed_sign_up(data_dir: Path, database_url: str | None) -> None:
         )
         assert r.status_code == 403 and "sign-up is closed" in r.text
         with pytest.raises(Exception, match="no owner"):
-            site.store.owners.owner_by_email("io@example.com")
-        site.store.owners.create_owner("op@example.com", hash_password(PASSWORD))
+            site.store.owners.by_email("io@example.com")
+        site.store.owners.create("op@example.com", hash_password(PASSWORD))
         assert (await sign_in(client, "op@example.com")).status_code == 303
 
 

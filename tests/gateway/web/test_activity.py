@@ -78,7 +78,7 @@ async def test_a_get_context_appears_with_its_connection_and_no_content(data_dir
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/activity")).headers["location"] == "/login?next=%2Factivity"
         await sign_up(client, "dee@example.com")
-        owner = site.store.owners.owner_by_email("dee@example.com")
+        owner = site.store.owners.by_email("dee@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         empty = await client.get("/activity")
         assert empty.status_code == 200 and "No retrievals" in empty.text
@@ -145,7 +145,7 @@ async def test_the_log_keeps_connection_ids_and_the_page_names_them_as_they_are_
     both sides' real code: two tokens share a name; one is revoked; each retrieval stays its own."""
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "fay@example.com")
-        owner = site.store.owners.owner_by_email("fay@example.com")
+        owner = site.store.owners.by_email("fay@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         old, first = site.store.connections.create_pat(owner.id, workspace.id, "Laptop")
         await _ask(site, first, "gate code")

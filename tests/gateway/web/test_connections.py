@@ -110,7 +110,7 @@ async def test_the_page_lists_tokens_and_oauth_grants_and_revokes_them_at_once(d
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/connections")).headers["location"] == "/login?next=%2Fconnections"
         await sign_up(client, "oz@example.com")
-        owner = site.store.owners.owner_by_email("oz@example.com")
+        owner = site.store.owners.by_email("oz@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         _, secret = site.store.connections.create_pat(
             owner.id, workspace.id, "Laptop", read_only=True, scope="project:fjord"
@@ -150,7 +150,7 @@ async def test_revoking_needs_csrf_and_only_reaches_ones_own_connections(data_di
     async with running_site(data_dir) as site, site.client() as client, site.client() as other:
         await sign_up(client, "pia@example.com")
         await sign_up(other, "quinn@example.com")
-        pia, quinn = (site.store.owners.owner_by_email(e) for e in ("pia@example.com", "quinn@example.com"))
+        pia, quinn = (site.store.owners.by_email(e) for e in ("pia@example.com", "quinn@example.com"))
         theirs, _ = site.store.connections.create_pat(
             quinn.id, site.store.owners.workspaces(quinn.id)[0].id, "Quinn's"
         )
@@ -177,7 +177,7 @@ async def test_a_revoked_connection_fails_inside_an_open_mcp_session(data_dir: P
     """The real MCP client, mid-session: the call after the revocation is refused."""
     async with running_site(data_dir) as site, site.client() as browser:
         await sign_up(browser, "rae@example.com")
-        owner = site.store.owners.owner_by_email("rae@example.com")
+        owner = site.store.owners.by_email("rae@example.com")
         _, secret = site.store.connections.create_pat(
             owner.id, site.store.owners.workspaces(owner.id)[0].id, "Agent"
         )
@@ -264,7 +264,7 @@ def test_create_a_token_then_revoke_it_in_a_real_browser(site: Gateway, page: Pa
 async def test_a_rest_call_moves_the_tokens_last_used_like_an_mcp_call(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "oz@example.com")
-        owner = site.store.owners.owner_by_email("oz@example.com")
+        owner = site.store.owners.by_email("oz@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         _, secret = site.store.connections.create_pat(owner.id, workspace.id, "Script")
 
@@ -307,7 +307,7 @@ async def test_revoking_is_confirmed_first_and_records_why(data_dir: Path) -> No
     refused with nothing revoked. A revocation from the command line says so."""
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "uma@example.com")
-        owner = site.store.owners.owner_by_email("uma@example.com")
+        owner = site.store.owners.by_email("uma@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         agent, _ = site.store.connections.create_pat(owner.id, workspace.id, "Agent")
         spare, _ = site.store.connections.create_pat(owner.id, workspace.id, "Spare")

@@ -25,7 +25,7 @@ async def test_sign_up_without_a_valid_token_is_refused(data_dir: Path) -> None:
             r = await client.post("/signup", data=data)
             assert r.status_code == 403 and "security token" in r.text, token
         with pytest.raises(Exception, match="no owner"):
-            site.store.owners.owner_by_email("eve@example.com")
+            site.store.owners.by_email("eve@example.com")
         assert site.store.audit_log.events() == []
 
 

@@ -48,7 +48,7 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
     async with running_site(data_dir) as site, site.client() as client, site.client() as other_tab:
         await sign_up(client, EMAIL)
         await sign_in(other_tab, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         second = site.store.owners.create_workspace(owner.id, "work")
         token = await make_token(client, "Laptop")
         work_token = await make_token(client, "Work laptop", "work")
@@ -73,7 +73,7 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
         forged = await client.post("/account/erase", data={"csrf_token": "forged", "confirm": EMAIL})
         assert forged.status_code == 403
         assert (await remember(site, token, "still works")).status_code == 200
-        assert site.store.owners.owner_by_email(EMAIL).id == owner.id
+        assert site.store.owners.by_email(EMAIL).id == owner.id
 
         erased = await client.post(
             "/account/erase", data={"csrf_token": csrf_of(page.text), "confirm": EMAIL.upper()}
@@ -103,7 +103,7 @@ async def test_erasing_an_account_deletes_its_workspaces_tokens_and_sessions(dat
         assert EMAIL not in dumped and "Laptop" not in dumped and "127.0.0.1" not in dumped
         # the email is free again: a new account starts empty
         await sign_up(client, EMAIL)
-        again = site.store.owners.owner_by_email(EMAIL)
+        again = site.store.owners.by_email(EMAIL)
         assert again.id != owner.id and site.store.connections.of_owner(again.id) == []
 
 
@@ -142,7 +142,7 @@ async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operat
 ) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         (workspace,) = site.store.owners.workspaces(owner.id)
         token = await make_token(client, "Laptop")
         folder = layout.workspace_dir(data_dir, workspace.id)
@@ -161,7 +161,7 @@ async def test_an_erase_that_could_not_delete_a_folder_is_finished_by_the_operat
             assert site.store.connections.authenticate(token) is None
             assert (await remember(site, token, "after the erase")).status_code == 401
             with pytest.raises(OwnerNotFound):
-                site.store.owners.owner_by_email(EMAIL)
+                site.store.owners.by_email(EMAIL)
             # finishing while the engine still serves it is refused, and changes nothing
             early = await anyio.to_thread.run_sync(
                 lambda: almanac_cli("owner", "erase", EMAIL, "--finish", "--data-dir", str(data_dir))

@@ -39,7 +39,7 @@ def _lose_node_c(pair: Pair) -> None:
             timeout=30,
             what="node-c silent",
         )
-        store.lost.mark_node_lost("node-c", now=time.time(), heartbeat_timeout=2.0, force=False)
+        store.lost.mark("node-c", now=time.time(), heartbeat_timeout=2.0, force=False)
     finally:
         store.close()
 
@@ -90,7 +90,7 @@ def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pa
     # the operator restores it: the pages say so and when to look again
     store = pair.store()
     try:
-        move = store.moves.begin_move(workspace, "node-c", "node-b", now=time.time(), timeout=120)
+        move = store.moves.begin(workspace, "node-c", "node-b", now=time.time(), timeout=120)
         answer = _goto_until(page, b.url + "/workspace", 503)
         assert int(answer.headers["retry-after"]) >= 1
         expect(page.get_by_role("heading", level=1)).to_have_text("This workspace is being restored")
@@ -98,7 +98,7 @@ def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pa
         page.goto(b.url + "/")
         expect(page.get_by_role("row", name="default")).to_contain_text("Being restored")
         # called off: lost again
-        assert store.moves.abort_move(move, now=time.time(), reason="test: abandoned")
+        assert store.moves.abort(move, now=time.time(), reason="test: abandoned")
     finally:
         store.close()
     _goto_until(page, b.url + "/workspace", 410)
@@ -107,7 +107,7 @@ def test_an_owner_sees_what_happened_to_a_lost_workspace_and_what_to_do(pair: Pa
     # a program gets the same refusal as JSON (the page is for a browser only)
     store = pair.store()
     try:
-        _, token = store.connections.create_pat(store.owners.owner_by_email(EMAIL).id, workspace, "script")
+        _, token = store.connections.create_pat(store.owners.by_email(EMAIL).id, workspace, "script")
     finally:
         store.close()
     r = httpx.get(b.url + "/api/v1/memories", headers={"Authorization": f"Bearer {token}"}, timeout=30)

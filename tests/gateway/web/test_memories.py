@@ -30,7 +30,7 @@ def rest(url: str, token: str, path: str, body: dict[str, object]) -> dict[str, 
 
 
 def token_for(site: Site, email: str) -> str:
-    owner = site.store.owners.owner_by_email(email)
+    owner = site.store.owners.by_email(email)
     workspace = site.store.owners.workspaces(owner.id)[0]
     _, secret = site.store.connections.create_pat(owner.id, workspace.id, "Claude Code on laptop")
     return secret
@@ -86,7 +86,7 @@ async def test_a_note_moved_into_archive_by_hand_shows_its_banner(data_dir: Path
         note = await anyio.to_thread.run_sync(
             lambda: rest(site.url, token, "/memories", {"statement": "The kiln room key is in the red box."})
         )
-        owner = site.store.owners.owner_by_email("ada@example.com")
+        owner = site.store.owners.by_email("ada@example.com")
         folder = layout.workspace_dir(data_dir, site.store.owners.workspaces(owner.id)[0].id)
         (path,) = (folder / "notes").rglob(f"{note['id']}.md")
         target = folder / "archive" / path.relative_to(folder / "notes")
@@ -198,7 +198,7 @@ async def test_delete_a_retired_memory_permanently_over_http(data_dir: Path) -> 
             )
         )
         assert r.status_code == 404
-        owner = site.store.owners.owner_by_email("ada@example.com")
+        owner = site.store.owners.by_email("ada@example.com")
         audits = [a for a in site.store.audit_log.events(owner_id=owner.id) if a.kind == "memory.delete"]
         assert sorted(str(a.detail["id"]) for a in audits) == sorted([str(note["id"]), str(fact["id"])])
         assert all(a.detail["by"] == "Dashboard" and a.workspace_id for a in audits)

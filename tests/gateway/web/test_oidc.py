@@ -52,7 +52,7 @@ async def test_first_sign_in_creates_the_owner_and_later_ones_find_it(data_dir: 
         provider.person = Person("sub-1", "oli.new@example.com")  # the email changed upstream
         assert (await through_provider(client)).status_code == 303
         assert "oli@example.com" in (await client.get("/")).text  # same owner: linked by subject
-        owner = site.store.owners.owner_by_email("oli@example.com")
+        owner = site.store.owners.by_email("oli@example.com")
         events = [
             (e.kind, e.detail.get("method")) for e in reversed(site.store.audit_log.events(owner_id=owner.id))
         ]
@@ -63,7 +63,7 @@ async def test_first_sign_in_creates_the_owner_and_later_ones_find_it(data_dir: 
 @pytest.mark.req("gw:signin")
 async def test_a_verified_email_links_the_existing_owner(data_dir: Path) -> None:
     async with with_provider(data_dir, signup="closed") as (site, provider), site.client() as client:
-        owner, _ = site.store.owners.create_owner("pam@example.com", hash_password("a password here"))
+        owner, _ = site.store.owners.create("pam@example.com", hash_password("a password here"))
         provider.person = Person("sub-pam", "pam@example.com")
         assert (await through_provider(client)).status_code == 303
         assert site.store.accounts.owner_by_identity(provider.issuer, "sub-pam").id == owner.id
@@ -72,7 +72,7 @@ async def test_a_verified_email_links_the_existing_owner(data_dir: Path) -> None
 @pytest.mark.req("gw:signin")
 async def test_unverified_email_or_closed_sign_up_is_refused(data_dir: Path) -> None:
     async with with_provider(data_dir) as (site, provider), site.client() as client:
-        site.store.owners.create_owner("quin@example.com", None)
+        site.store.owners.create("quin@example.com", None)
         provider.person = Person("sub-q", "quin@example.com", email_verified=False)
         r = await through_provider(client)
         assert r.status_code == 403 and "verified email" in r.text
@@ -84,7 +84,7 @@ async def test_unverified_email_or_closed_sign_up_is_refused(data_dir: Path) -> 
         r = await through_provider(client)
         assert r.status_code == 403 and "sign-up is closed" in r.text
         with pytest.raises(Exception, match="no owner"):
-            site.store.owners.owner_by_email("rae@example.com")
+            site.store.owners.by_email("rae@example.com")
         assert site.store.audit_log.events(limit=1)[0].kind == "signin.failure"
 
 
@@ -98,7 +98,7 @@ async def test_a_bad_id_token_is_refused(data_dir: Path, tamper: str) -> None:
         assert r.status_code == 403 and "answer was refused" in r.text
         assert (await client.get("/")).status_code == 303
         with pytest.raises(Exception, match="no owner"):
-            site.store.owners.owner_by_email("sam@example.com")
+            site.store.owners.by_email("sam@example.com")
 
 
 @pytest.mark.req("gw:signin", "sec:authz")

@@ -118,7 +118,7 @@ async def test_an_expired_or_unknown_link_is_refused_and_a_reset_signs_out_every
 ) -> None:
     store = ControlPlane.open(gateway.data_dir / "control.db", create=False)  # the gateway's own database
     try:
-        owner = store.owners.owner_by_email(EMAIL)
+        owner = store.owners.by_email(EMAIL)
         expired, _ = store.passwords.create_reset_link(owner.id, ttl=-1)  # a link whose time has passed
     finally:
         store.close()

@@ -40,7 +40,7 @@ async def test_a_token_made_on_the_web_is_shown_once_with_its_settings(data_dir:
         assert r.status_code == 400 and "is not a valid label" in r.text
         r = await client.post("/tokens/new", data={**form, "name": "C", "workspace": "someone-elses"})
         assert r.status_code == 404 and "pick one from the list" in r.text
-        owner = site.store.owners.owner_by_email("ivy@example.com")
+        owner = site.store.owners.by_email("ivy@example.com")
         assert [c.name for c in site.store.connections.of_owner(owner.id)] == ["Cursor"]
 
 
@@ -52,7 +52,7 @@ async def test_the_token_form_needs_the_session_csrf_token(data_dir: Path) -> No
         for token in (None, "forged"):
             form = {"name": "x", "workspace": "default"} | ({} if token is None else {"csrf_token": token})
             assert (await client.post("/tokens/new", data=form)).status_code == 403
-        assert site.store.connections.of_owner(site.store.owners.owner_by_email("jay@example.com").id) == []
+        assert site.store.connections.of_owner(site.store.owners.by_email("jay@example.com").id) == []
 
 
 @pytest.mark.req("gw:pat", "gw:signin")

@@ -78,7 +78,7 @@ async def test_import_a_vault_zip_and_picked_files_through_the_running_engine(da
             site, token, "POST", "/api/v1/context", json={"query": "who runs the Fjord migration?"}
         )
         assert "Ines Duarte runs the Fjord migration" in json.dumps(found)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         folder = layout.workspace_dir(data_dir, site.store.owners.workspaces(owner.id)[0].id)
         imported = folder / "notes" / "Imported" / "Obsidian"
         assert (imported / "Projects" / "Fjord.md").read_text(encoding="utf-8") == NOTES["Projects/Fjord.md"]
@@ -104,7 +104,7 @@ async def test_import_a_vault_zip_and_picked_files_through_the_running_engine(da
 async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_path: Path) -> None:
     async with running_site(tmp_path / "data", import_max_bytes=4096) as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         folder = layout.workspace_dir(tmp_path / "data", site.store.owners.workspaces(owner.id)[0].id)
         zipped = {"archive": ("vault.zip", vault_zip(), "application/zip")}
         nothing = await client.post("/workspace/import", data=await import_form(client, label="A"))
@@ -145,7 +145,7 @@ async def test_bad_imports_are_refused_with_what_to_fix_and_change_nothing(tmp_p
 async def test_a_damaged_upload_is_refused_on_the_page_with_what_is_wrong(tmp_path: Path) -> None:
     async with running_site(tmp_path / "data") as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         folder = layout.workspace_dir(tmp_path / "data", site.store.owners.workspaces(owner.id)[0].id)
         for kind, (build, words) in sorted(DAMAGED.items()):
             upload = {"archive": (f"{kind}.zip", build(), "application/zip")}
@@ -160,7 +160,7 @@ async def test_a_damaged_upload_is_refused_on_the_page_with_what_is_wrong(tmp_pa
 async def test_export_then_import_into_a_new_workspace_is_lossless(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         copy = site.store.owners.create_workspace(owner.id, "copy")
         token = await make_token(client, "Laptop")
         for value in ("MySQL", "Postgres", "CockroachDB"):
@@ -322,7 +322,7 @@ async def test_a_large_import_streams_its_progress_before_the_summary(
         assert seen.is_set(), body
         assert body.index("<li>import: indexed; searchable") < body.index("Import finished")
         assert "600 notes imported into" in body and body.rstrip().endswith("</html>")
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         audit = site.store.audit_log.events(owner_id=owner.id)[0]
         assert audit.kind == "workspace.import" and audit.detail["imported"] == 600
 
@@ -336,7 +336,7 @@ async def test_an_import_left_mid_way_finishes_and_is_audited(
     hold_the_reply(monkeypatch, left.wait)
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, EMAIL)
-        owner = site.store.owners.owner_by_email(EMAIL)
+        owner = site.store.owners.by_email(EMAIL)
         folder = layout.workspace_dir(data_dir, site.store.owners.workspaces(owner.id)[0].id)
         form = await import_form(client, label="Left")
         files = {"archive": ("many.zip", many_notes_zip(200), "application/zip")}

@@ -77,7 +77,7 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
     async with running_site(data_dir) as site, site.client() as client:
         assert (await client.get("/settings")).headers["location"] == "/login?next=%2Fsettings"
         await sign_up(client, "ana@example.com")
-        owner = site.store.owners.owner_by_email("ana@example.com")
+        owner = site.store.owners.by_email("ana@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         _, token = site.store.connections.create_pat(owner.id, workspace.id, "Agent")
         page = await client.get("/settings")
@@ -142,7 +142,7 @@ async def test_change_refuse_and_clear_a_setting_which_the_engine_then_runs_with
 async def test_saving_settings_needs_the_csrf_token(data_dir: Path) -> None:
     async with running_site(data_dir) as site, site.client() as client:
         await sign_up(client, "bo@example.com")
-        owner = site.store.owners.owner_by_email("bo@example.com")
+        owner = site.store.owners.by_email("bo@example.com")
         workspace = site.store.owners.workspaces(owner.id)[0]
         for token in (None, "forged"):
             form = {"workspace": "default", "notes_limit": "3"} | (

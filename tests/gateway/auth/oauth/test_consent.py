@@ -59,7 +59,7 @@ class Consent:
 async def consent(data_dir: Path, database_url: str | None) -> AsyncIterator[Consent]:
     app = create_app(make_settings(data_dir, engine_warm_spare=False, database_url=database_url))
     store: ControlPlane = app.state.components.store
-    owner, _ = store.owners.create_owner("eve@example.com", hash_password(PASSWORD))
+    owner, _ = store.owners.create("eve@example.com", hash_password(PASSWORD))
     store.owners.create_workspace(owner.id, "research")
     async with (
         serving(app, lifespan="on") as url,
@@ -73,7 +73,7 @@ async def consent(data_dir: Path, database_url: str | None) -> AsyncIterator[Con
 
 
 def _workspace_id(store: ControlPlane, email: str, name: str) -> str:
-    return store.owners.workspace_by_name(store.owners.owner_by_email(email).id, name).id
+    return store.owners.workspace_by_name(store.owners.by_email(email).id, name).id
 
 
 @pytest.mark.req("gw:oauth")
@@ -106,7 +106,7 @@ async def test_the_choices_on_the_page_travel_with_the_code(consent: Consent) ->
 
 @pytest.mark.req("gw:oauth", "sec:authz")
 async def test_another_owners_workspace_is_refused(consent: Consent) -> None:
-    _, theirs = consent.store.owners.create_owner("mallory@example.com", None)
+    _, theirs = consent.store.owners.create("mallory@example.com", None)
     _, html = await consent.open()
     answer = await consent.submit(html, name="sneaky", workspace=theirs.id, decision="approve")
     assert answer.status_code == 400

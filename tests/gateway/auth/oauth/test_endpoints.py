@@ -65,7 +65,7 @@ async def _register(server: Server, **extra: object) -> str:
 
 def _code(server: Server, client_id: str, challenge: str, *, resource: str | None = None) -> str:
     """A code as the consent page would record it (the page itself is tested with a browser)."""
-    owner, workspace = server.store.owners.create_owner(f"{secrets.token_hex(4)}@example.com", None)
+    owner, workspace = server.store.owners.create(f"{secrets.token_hex(4)}@example.com", None)
     return server.store.oauth.save_code(
         client_id=client_id,
         choice=ConsentChoice(owner.id, workspace.id, "Test client", read_only=False, scope=None),
@@ -141,7 +141,7 @@ async def test_registration_gives_public_clients_and_no_secret(server: Server) -
     record = response.json()
     assert record["token_endpoint_auth_method"] == "none"
     assert "client_secret" not in record
-    assert server.store.oauth.oauth_client(record["client_id"]) is not None
+    assert server.store.oauth.client(record["client_id"]) is not None
     assert any(e.kind == "oauth.register" for e in server.store.audit_log.events())
     bad = await server.http.post("/register", json={"redirect_uris": ["http://evil.example/cb"]})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_redirect_uri"
@@ -154,7 +154,7 @@ async def test_unused_registrations_are_collected_on_later_registrations(server:
     first = await _register(server)
     server.clock.now += 86400 + 1
     await _register(server)
-    assert server.store.oauth.oauth_client(first) is None
+    assert server.store.oauth.client(first) is None
 
 
 async def _authorize(server: Server, **params: str) -> httpx.Response:

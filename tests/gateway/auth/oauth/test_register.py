@@ -179,13 +179,13 @@ async def test_web_and_app_callbacks_register_as_sent(start: Start, uri: str) ->
     async with start() as server, server.client() as http:
         made = await http.post("/register", json={**GOOD, "redirect_uris": [uri]})
         assert made.status_code == 201, made.text
-        stored = server.store.oauth.oauth_client(made.json()["client_id"])
+        stored = server.store.oauth.client(made.json()["client_id"])
         assert stored is not None and stored.metadata["redirect_uris"] == [uri]
 
 
 def _use(server: Server, client_id: str) -> None:
     """The consent page's record of a grant for ``client_id`` (what makes a client "used")."""
-    owner, workspace = server.store.owners.create_owner(f"{secrets.token_hex(4)}@example.com", None)
+    owner, workspace = server.store.owners.create(f"{secrets.token_hex(4)}@example.com", None)
     server.store.oauth.save_code(
         client_id=client_id,
         choice=ConsentChoice(owner.id, workspace.id, "Test client", read_only=False, scope=None),
@@ -207,14 +207,11 @@ async def test_unused_registrations_are_forgotten_after_their_time(start: Start)
         _use(server, used)
         server.clock.now += 3599
         (await http.post("/register", json=GOOD)).raise_for_status()
-        assert server.store.oauth.oauth_client(unused) is not None  # not yet
+        assert server.store.oauth.client(unused) is not None  # not yet
         server.clock.now += 2
         newest = (await http.post("/register", json=GOOD)).json()["client_id"]
-        assert server.store.oauth.oauth_client(unused) is None
-        assert (
-            server.store.oauth.oauth_client(used) is not None
-            and server.store.oauth.oauth_client(newest) is not None
-        )
+        assert server.store.oauth.client(unused) is None
+        assert server.store.oauth.client(used) is not None and server.store.oauth.client(newest) is not None
 
 
 async def test_past_the_cap_the_oldest_unused_registrations_go_first(start: Start) -> None:
@@ -225,5 +222,5 @@ async def test_past_the_cap_the_oldest_unused_registrations_go_first(start: Star
         for _ in range(13):
             server.clock.now += 1
             made.append((await http.post("/register", json=GOOD)).json()["client_id"])
-        kept = [c for c in [first, *made] if server.store.oauth.oauth_client(c) is not None]
+        kept = [c for c in [first, *made] if server.store.oauth.client(c) is not None]
         assert kept == [first, *made[-10:]]
