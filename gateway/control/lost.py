@@ -5,12 +5,12 @@ Declaring a node lost is one transaction: the node is marked (``nodes.lost_at``)
 way from or to it is called off (its source or target will never answer), and an audit event
 ``node.lost`` names it with the number of workspaces placed on it. Those placements stay: each
 workspace answers ``workspace_lost`` everywhere until it is restored from a backup on another node
-(:mod:`gateway.cluster.restorer`) — never re-opened empty. A node that heartbeated within the
+(:mod:`gateway.cluster.restore.driver`) — never re-opened empty. A node that heartbeated within the
 heartbeat timeout is refused unless forced: it is running, so its disk may well be there.
 
 An account erase does not wait for a lost node's copies; it records each in ``erased_copies``, and
 should the node come back with its disk it deletes those folders (:meth:`copies_to_erase`,
-called from :meth:`gateway.cluster.moves.MoveEndpoints.tend`).
+called from :meth:`gateway.cluster.move.endpoints.MoveEndpoints.tend`).
 """
 
 from __future__ import annotations
