@@ -29,7 +29,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from bench.gateway import cpu_seconds, engine_children, in_process, percentile, pss_bytes, wait_until
+from bench.gateway import in_process
+from bench.processes import cpu_seconds, engine_children, percentile, pss_bytes, wait_until
 from bench.reliability.check import check_disk, check_tools
 from bench.reliability.procs import GatewayRun
 from bench.reliability.workload import Journal, Writer, error_kind

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.crowd import DEFAULT_LIMIT, Backoff, Outcome, Row, measure, read_back, seed, seed_tokens
-from bench.gateway import engine_children
+from bench.processes import engine_children
 from bench.reliability.procs import GatewayRun
 
 #: The share of a node's workspaces active at once, and the latency they are held to.

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from bench.gateway import percentile, wait_until
+from bench.processes import percentile, wait_until
 from bench.reliability.check import check_disk, check_tools
 from bench.reliability.procs import GatewayRun
 from bench.reliability.workload import Journal, Writer, error_kind

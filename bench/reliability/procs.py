@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx2
 from mcp import Client
 
-from bench.gateway import Served, client_for, engine_children, seed_owners, serve, wait_engine, wait_until
+from bench.processes import Served, client_for, engine_children, seed_owners, serve, wait_engine, wait_until
 from gateway import layout
 
 

@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.gateway import stop, wait_engine
 from bench.lean import lean_client, tools_call_body, tools_call_headers, wire_client
+from bench.processes import stop, wait_engine
 
 #: The headers that make a request MCP (the transport's own, such as user-agent, may differ).
 MCP_HEADERS = ("accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name")

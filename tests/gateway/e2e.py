@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from bench.gateway import workspace_of
+from bench.processes import workspace_of
 
 ALMANAC = str(Path(sys.executable).parent / "almanac")
 #: How long a starting gateway may take to print its banner (a loaded CI host starts several at once).
