@@ -32,6 +32,7 @@ from pathlib import Path
 from bench.crowd import DEFAULT_LIMIT, Backoff, Outcome, Row, measure, read_back, seed, seed_tokens
 from bench.processes import engine_children
 from bench.reliability.procs import GatewayRun
+from gateway.engines.procs import rss_bytes
 
 #: The share of a node's workspaces active at once, and the latency they are held to.
 ACTIVE_SHARE = 0.10
@@ -66,17 +67,6 @@ def _share() -> str:
     return f"{ACTIVE_SHARE * 100:g} %"
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process (``/proc``; 0 once it has exited)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -101,10 +91,10 @@ async def run_step(root: Path, workspaces: int, seconds: float, pace: float, rng
         gateway = run.served.proc.pid
         children = engine_children(gateway)
         engines = [pid for role, pid in children.items() if role not in ("embedder", "spare")]
-        rss = [rss_bytes(pid) for pid in engines]
+        rss = [rss_bytes(pid) or 0 for pid in engines]
         held = [fds(pid) for pid in engines]
-        gateway_fds, gateway_rss = fds(gateway), rss_bytes(gateway)
-        embedder_rss = rss_bytes(children["embedder"]) if "embedder" in children else 0
+        gateway_fds, gateway_rss = fds(gateway), rss_bytes(gateway) or 0
+        embedder_rss = (rss_bytes(children["embedder"]) or 0) if "embedder" in children else 0
         await read_back(run, busy, out)
     finally:
         if run.stop() != 0:
