@@ -5,7 +5,6 @@ SQL about accounts lives here.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 from gateway.control.audit import Audit
@@ -13,12 +12,14 @@ from gateway.control.clock import utc_in, utcnow
 from gateway.control.db import Database
 from gateway.control.owners import Owners
 from gateway.control.records import Owner, Session
+from gateway.control.tokens import hash_token
 from gateway.errors import InviteInvalid, OwnerNotFound
 
 
 def hash_secret(secret: str) -> str:
-    """How a one-time secret (a session, an invite, a reset link) is stored: its SHA-256, in hex."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+    """How a one-time secret (a session, an invite, a reset link) is stored: as a token is (its
+    SHA-256, in hex)."""
+    return hash_token(secret)
 
 
 def account_key(email: str) -> str:
