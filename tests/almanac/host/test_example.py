@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from almanac.host import Endpoint, HostSettings, MemoryProvider, openai_chat
@@ -63,6 +64,18 @@ def config(path: Path, data: dict[str, object]) -> str:
     return str(path)
 
 
+def context(gateway: Gateway, token: str, query: str) -> str:
+    """The workspace's context for ``query`` over REST, as the owner's connection sees it."""
+    reply = httpx.post(
+        gateway.url + "/api/v1/context",
+        json={"query": query},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    reply.raise_for_status()
+    return reply.text
+
+
 def say(proc: subprocess.Popen[str], line: str) -> str:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(line + "\n")
@@ -95,9 +108,9 @@ def test_a_fact_saved_after_one_turn_is_in_the_next_turns_prompt(gateway: Gatewa
                 say(proc, "We ship Fjord to Hetzner on Fridays.")
                 == "(reply to: We ship Fjord to Hetzner on Fridays.)"
             )
-            wait_for(
-                lambda: bool(files_containing(ws / "notes", "Hetzner every Friday")), what="the saved fact"
-            )
+            # The note's file is in place once durable, a moment before the save is acknowledged
+            # and searchable: wait for what the next turn relies on, the fact in a context.
+            wait_for(lambda: "Hetzner every Friday" in context(gateway, token, "Fjord"), what="the saved fact")
             say(proc, "Where is the Fjord app deployed?")
         finally:
             finish(proc)
