@@ -110,7 +110,9 @@ def test_a_fact_saved_after_one_turn_is_in_the_next_turns_prompt(gateway: Gatewa
             )
             # The note's file is in place once durable, a moment before the save is acknowledged
             # and searchable: wait for what the next turn relies on, the fact in a context.
-            wait_for(lambda: "Hetzner every Friday" in context(gateway, token, "Fjord"), what="the saved fact")
+            wait_for(
+                lambda: "Hetzner every Friday" in context(gateway, token, "Fjord"), what="the saved fact"
+            )
             say(proc, "Where is the Fjord app deployed?")
         finally:
             finish(proc)
