@@ -392,7 +392,9 @@ class McpProxy:
         if session_id is None:
             raise MethodNotAllowed("no stream to offer: start with a POST", allow=("POST",))
         if session is None or not session.resumable:
-            raise SessionNotFound("this session has ended (the workspace went idle); start a new one")
+            raise SessionNotFound(
+                "no such session here (it ended, or the gateway restarted); start a new one"
+            )
         if method == "DELETE":
             self.sessions.ended(workspace_id, session_id)
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
