@@ -48,6 +48,11 @@ class Metrics:
             "almanac_unavailable", "Requests answered 503, by error code.", ["code"], registry=r
         )
         self.rate_limited = Counter("almanac_rate_limited", "Requests answered 429.", registry=r)
+        self.sessions_reopened = Counter(
+            "almanac_sessions_reopened",
+            "2025-era sessions opened again on a new engine process of their workspace.",
+            registry=r,
+        )
         self.auth_failures = Counter(
             "almanac_auth_failures", "Requests refused 401 or 403, by error code.", ["code"], registry=r
         )

@@ -5,9 +5,11 @@ A pure ASGI app (no ``BaseHTTPMiddleware``: it would buffer SSE). In order: meth
 and the request forwarded. Responses stream back chunk by chunk with no read timeout; a client
 that goes away, before or after the response headers, cancels the upstream request.
 
-GET and DELETE never wake a sleeping engine: its sessions ended when it stopped, so they get 404
-(the client then starts a new session with a POST). A session is honoured only for the connection
-that opened it.
+A 2025-era session outlives the engine process that opened it: the gateway keeps what opened it and
+opens it again on the next engine (:mod:`gateway.edge.sessions`). GET and DELETE never wake a
+sleeping engine: a GET of a kept session then gets 405 (no stream until a POST wakes the workspace),
+a DELETE ends it here; a session not known here gets 404 (the client then starts a new one with a
+POST). A session is honoured only for the connection that opened it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -41,6 +44,16 @@ from gateway.control.clock import iso
 from gateway.control.records import Principal
 from gateway.control.store import ControlPlane
 from gateway.edge.principals import PrincipalCache
+from gateway.edge.sessions import (
+    ReopenFailed,
+    Session,
+    Sessions,
+    is_request,
+    kept,
+    reopen,
+    to_client,
+    to_engine,
+)
 from gateway.engines.supervisor import ENGINE_TIMEOUT, Lease
 from gateway.engines.wire import EngineBody, EngineCall, EngineTransport
 from gateway.errors import (
@@ -82,7 +95,6 @@ _WITH_LENGTH = frozenset({"POST", "PUT", "PATCH"})
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 SCOPE = "memory"
 _TOUCH_EVERY = 60.0
-_MAX_SESSIONS = 10_000
 #: Replies of known length up to this size are passed on in one piece (:func:`whole`).
 ONE_PIECE = 1024 * 1024
 
@@ -142,6 +154,10 @@ class _Watch:
                 self.done = True
 
         return sending
+
+
+class _UnknownSession(Exception):
+    """The engine answered 404 to a request of a kept session: it no longer holds the session."""
 
 
 @dataclass
@@ -241,6 +257,8 @@ class McpProxy:
                 lambda secret, now: store.connections.authenticate(secret, now=iso(now)), clock=wall_clock
             )
         self.principals = principals
+        #: 2025-era sessions, kept so that they outlive the engine process serving them
+        self.sessions = Sessions()
         self._touched: dict[str, float] = {}
         self._log = logs.get()
 
@@ -340,50 +358,145 @@ class McpProxy:
         receive: Receive,
         send: Send,
     ) -> None:
-        """Hand the call to this node's engine for the workspace (started if need be)."""
+        """Hand the call to this node's engine for the workspace (started if need be); a kept
+        2025-era session is opened again on that engine first if it does not hold it."""
         session_id = hdr.get(raw_headers, b"mcp-session-id")
         workspace_id = principal.workspace_id
+        session = self.sessions.get(workspace_id, session_id) if session_id else None
+        if session is not None and session.connection_id != principal.connection_id:
+            raise SessionNotFound("no such session for this connection; start a new one")
         if method != "POST" and not self.supervisor.is_running(workspace_id):
-            if session_id is None:
-                raise MethodNotAllowed("no stream to offer: start with a POST", allow=("POST",))
-            raise SessionNotFound("this session has ended (the workspace went idle); start a new one")
+            await self._asleep(method, workspace_id, session_id, session, send)
+            return
         async with self.supervisor.lease(workspace_id, counts_as_use=method != "GET") as lease:
-            owner = lease.slot.sessions.get(session_id) if session_id else None
-            if owner is not None and owner != principal.connection_id:
-                raise SessionNotFound("no such session for this connection; start a new one")
-            headers = hdr.upstream_request(raw_headers, principal)
-
-            def on_response(upstream: httpx.Response) -> None:
-                self._track_session(lease, method, upstream, principal, session_id)
-
-            def unreachable() -> GatewayError:
-                return EngineUnreachable(
-                    "the workspace's engine went away; try again", retry_after=self.retry_after
-                )
-
-            transport = lease.transport
-            if isinstance(transport, EngineTransport):  # this node's engines: no httpx.Request built
-                call = engine_call(method, headers, body)
-                await self.stream(
-                    transport.send_call,
-                    call,
-                    principal,
-                    receive,
-                    send,
-                    on_response=on_response,
-                    unreachable=unreachable,
+            if session is None or not session.resumable:
+                await self._forward(
+                    lease, method, raw_headers, body, principal, session_id, None, receive, send
                 )
                 return
-            request = engine_request(method, headers, body)
+            for last in (False, True):
+                if session.generation != lease.slot.generation:
+                    await self._reopen(lease, session, raw_headers, principal)
+                try:
+                    await self._forward(
+                        lease, method, raw_headers, body, principal, session_id, session, receive, send, last
+                    )
+                    return
+                except _UnknownSession:  # refused before it ran: open the session again, then resend
+                    session.generation = -1
+
+    async def _asleep(
+        self, method: str, workspace_id: str, session_id: str | None, session: Session | None, send: Send
+    ) -> None:
+        """A GET or DELETE while the workspace's engine sleeps (neither wakes it)."""
+        if session_id is None:
+            raise MethodNotAllowed("no stream to offer: start with a POST", allow=("POST",))
+        if session is None or not session.resumable:
+            raise SessionNotFound(
+                "no such session here (it ended, or the gateway restarted); start a new one"
+            )
+        if method == "DELETE":
+            self.sessions.ended(workspace_id, session_id)
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        raise MethodNotAllowed(
+            "the workspace is asleep: no stream to offer until the session's next POST wakes it "
+            "(the session is kept)",
+            allow=("POST", "DELETE"),
+        )
+
+    async def _reopen(
+        self, lease: Lease, session: Session, raw_headers: hdr.RawHeaders, principal: Principal
+    ) -> None:
+        """Open ``session`` again on the lease's engine (once, whatever other requests of the same
+        session arrive meanwhile); 503 if the engine will not take it back (the session is kept)."""
+        async with session.lock:
+            generation = lease.slot.generation
+            if session.generation == generation:
+                return
+            base = [(b"host", b"localhost"), *hdr.identity(principal)]
+            version = hdr.get(raw_headers, b"mcp-protocol-version")
+            try:
+                await reopen(
+                    lease.transport.handle_async_request,
+                    partial(engine_request, "POST"),
+                    session,
+                    base,
+                    version,
+                    generation,
+                )
+            except (httpx.TransportError, ReopenFailed) as exc:
+                logs.event(
+                    self._log,
+                    logging.WARNING,
+                    "session.reopen_failed",
+                    workspace=principal.workspace_id,
+                    error=repr(exc),
+                )
+                raise EngineUnreachable(
+                    "the workspace's engine could not take this session back; try again",
+                    retry_after=self.retry_after,
+                ) from exc
+        self.metrics.sessions_reopened.inc()
+        logs.event(self._log, logging.INFO, "session.reopened", workspace=principal.workspace_id)
+
+    async def _forward(
+        self,
+        lease: Lease,
+        method: str,
+        raw_headers: hdr.RawHeaders,
+        body: bytes,
+        principal: Principal,
+        session_id: str | None,
+        session: Session | None,
+        receive: Receive,
+        send: Send,
+        last: bool = True,
+    ) -> None:
+        """Send the call to the lease's engine and stream its answer back. ``session``: the kept
+        session it belongs to (its id rewritten both ways when the engine knows it by another);
+        unless ``last``, an engine that no longer knows it raises :class:`_UnknownSession` before
+        anything is answered."""
+        headers = hdr.upstream_request(raw_headers, principal)
+        response_headers: Callable[[hdr.RawHeaders], hdr.RawHeaders] = hdr.downstream_response
+        if session is not None and session_id is not None and session.engine_id != session_id:
+            headers = to_engine(headers, session)
+            response_headers = to_client(session_id, session)
+
+        def on_response(upstream: httpx.Response) -> None:
+            self._track_session(lease, method, upstream, principal, session_id, session, body, last)
+
+        def unreachable() -> GatewayError:
+            return EngineUnreachable(
+                "the workspace's engine went away; try again", retry_after=self.retry_after
+            )
+
+        transport = lease.transport
+        if isinstance(transport, EngineTransport):  # this node's engines: no httpx.Request built
+            call = engine_call(method, headers, body)
             await self.stream(
-                transport.handle_async_request,
-                request,
+                transport.send_call,
+                call,
                 principal,
                 receive,
                 send,
                 on_response=on_response,
                 unreachable=unreachable,
+                response_headers=response_headers,
             )
+            return
+        request = engine_request(method, headers, body)
+        await self.stream(
+            transport.handle_async_request,
+            request,
+            principal,
+            receive,
+            send,
+            on_response=on_response,
+            unreachable=unreachable,
+            response_headers=response_headers,
+        )
 
     async def authenticate(self, raw_headers: hdr.RawHeaders, base: str, remote: str | None) -> Principal:
         """The principal of a request's bearer token, or :class:`Unauthorized` (REST uses it too).
@@ -543,15 +656,34 @@ class McpProxy:
             error=repr(exc),
         )
 
-    @staticmethod
     def _track_session(
-        lease: Lease, method: str, upstream: httpx.Response, principal: Principal, session_id: str | None
+        self,
+        lease: Lease,
+        method: str,
+        upstream: httpx.Response,
+        principal: Principal,
+        session_id: str | None,
+        session: Session | None,
+        body: bytes,
+        last: bool,
     ) -> None:
-        sessions = lease.slot.sessions
-        new_id = hdr.get(upstream.headers.raw, b"mcp-session-id")
-        if new_id and session_id is None and upstream.is_success:
-            sessions[new_id] = principal.connection_id
-            while len(sessions) > _MAX_SESSIONS:
-                del sessions[next(iter(sessions))]
-        if method == "DELETE" and session_id and upstream.is_success:
-            sessions.pop(session_id, None)
+        """Keep a session the engine just opened (with its ``initialize``, to open it again on a
+        later engine), its log level, and forget one the client ended or the engine lost."""
+        workspace_id = principal.workspace_id
+        if session_id is None:
+            new_id = hdr.get(upstream.headers.raw, b"mcp-session-id")
+            if new_id and method == "POST" and upstream.is_success:
+                opening = kept(body) if is_request(body, "initialize") else None
+                opened = Session(principal.connection_id, new_id, lease.slot.generation, opening)
+                self.sessions.opened(workspace_id, new_id, opened)
+            return
+        if method == "DELETE" and upstream.is_success:
+            self.sessions.ended(workspace_id, session_id)
+        elif session is None:
+            return
+        elif upstream.status_code == 404:
+            if not last:
+                raise _UnknownSession
+            self.sessions.ended(workspace_id, session_id)
+        elif method == "POST" and upstream.is_success and is_request(body, "logging/setLevel"):
+            session.level = kept(body)

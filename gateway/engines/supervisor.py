@@ -114,7 +114,6 @@ class Slot:
     failures: tuple[float, ...] = ()
     generation: int = 0
     streams: set[anyio.CancelScope] = field(default_factory=set)
-    sessions: dict[str, str] = field(default_factory=dict)
     start: Start | None = None
 
 
@@ -444,7 +443,6 @@ class Supervisor:
         )
         slot.proc, slot.state = proc, State.RUNNING
         slot.generation += 1
-        slot.sessions.clear()
         slot.last_used = self._clock()
         elapsed = slot.last_used - started
         self.queue.record_start(elapsed)
@@ -517,7 +515,6 @@ class Supervisor:
             scope.cancel()
         client, slot.client, slot.transport, slot.proc = slot.client, None, None, None
         slot.state = State.STOPPED
-        slot.sessions.clear()
         self.metrics.engines_running.set(len(self.running()))
         if client is not None:
             with anyio.CancelScope(shield=True):

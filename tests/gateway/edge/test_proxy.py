@@ -32,6 +32,8 @@ class Setup:
     seen: list[httpx.Request]
     token: str
     owner_id: str
+    proxy: McpProxy
+    workspace_id: str
 
 
 def _json_ok(request: httpx.Request) -> httpx.Response:
@@ -71,7 +73,7 @@ def setup(tmp_path: Path) -> Setup:
         retry_after=5,
     )
     app = Starlette(routes=[Route("/mcp", proxy)])
-    return Setup(TestClient(app), engines, store, metrics, seen, token, owner.id)
+    return Setup(TestClient(app), engines, store, metrics, seen, token, owner.id, proxy, ws.id)
 
 
 def _auth(s: Setup, **extra: str) -> dict[str, str]:
@@ -98,7 +100,10 @@ def test_forwards_with_identity_and_without_the_token(setup: Setup) -> None:
     assert upstream.headers["x-almanac-read-only"] == "0"
     assert upstream.headers["x-almanac-scope"] == "project:fjord"
     assert upstream.headers["accept"] == "application/json, text/event-stream"
-    assert setup.engines.slot.sessions == {"s-1": setup.store.connections.of_owner(setup.owner_id)[0].id}
+    connection = setup.store.connections.of_owner(setup.owner_id)[0].id
+    session = setup.proxy.sessions.get(setup.workspace_id, "s-1")
+    assert session is not None and session.connection_id == connection and session.engine_id == "s-1"
+    assert not session.resumable  # opened by something other than initialize: not kept past its engine
 
 
 @pytest.mark.req("gw:route", "gw:ops")
