@@ -37,8 +37,9 @@ from gateway import headers as hdr
 
 #: Sessions remembered per workspace (the least recently used are forgotten first).
 MAX_SESSIONS = 10_000
-#: A kept ``initialize`` or ``logging/setLevel`` request is at most this long (real ones: < 1 KiB).
-MAX_KEPT_BODY = 16 * 1024
+#: A kept ``initialize`` or ``logging/setLevel`` request is at most this long (real ones: < 1 KiB);
+#: two per session and :data:`MAX_SESSIONS` per workspace bound what one workspace keeps to 80 MiB.
+MAX_KEPT_BODY = 4 * 1024
 #: What a reopened session is told once its ``initialize`` is answered.
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 _ACCEPT = b"application/json, text/event-stream"

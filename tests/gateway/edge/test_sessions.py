@@ -28,7 +28,7 @@ from starlette.testclient import TestClient
 from gateway import headers as hdr
 from gateway.control.store import ControlPlane
 from gateway.edge.proxy import McpProxy
-from gateway.edge.sessions import MAX_KEPT_BODY, Session, Sessions, is_request, kept
+from gateway.edge.sessions import MAX_KEPT_BODY, MAX_SESSIONS, Session, Sessions, is_request, kept
 from gateway.metrics import Metrics
 from gateway.ratelimit import RateLimiter
 from tests.gateway.e2e import Gateway, alive, data, start_gateway, wait_for
@@ -304,6 +304,8 @@ def test_kept_sessions_are_bounded_per_workspace() -> None:
     assert sessions.get("ws", "s1") is not None  # used: now the most recent
     sessions.opened("ws", "s3", Session("c", "s3", 1, b"{}"))
     assert sessions.get("ws", "s2") is None and sessions.get("ws", "s1") is not None
-    assert kept(b"x" * (MAX_KEPT_BODY + 1)) is None
+    # the figures docs/wire.md states
+    assert MAX_SESSIONS == 10_000 and MAX_KEPT_BODY == 4 * 1024
+    assert kept(b"x" * MAX_KEPT_BODY) is not None and kept(b"x" * (MAX_KEPT_BODY + 1)) is None
     assert is_request(json.dumps(INITIALIZE).encode(), "initialize")
     assert not is_request(b'{"method": "initialize"}', "initialize")  # a notification is no request
