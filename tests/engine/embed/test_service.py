@@ -22,7 +22,7 @@ from engine.embed.errors import EmbedRequestError, ProviderNotAvailable
 from engine.embed.local import DIM, MODEL_ID, LocalEmbedder
 from engine.embed.off import OffEmbedder
 from engine.embed.remote import RemoteEmbedder, UDSTransport
-from engine.embed.service import ServiceAlreadyRunning, bind_socket, create_app
+from engine.embed.service import DOCUMENT_NICE, ServiceAlreadyRunning, bind_socket, create_app
 
 REPO = Path(__file__).resolve().parents[3]
 TEXTS = ["The staging database moved to Frankfurt.", "Ship the release notes on Monday.", ""]
@@ -47,9 +47,10 @@ def _wait_healthy(sock: Path, proc: subprocess.Popen[bytes], deadline_s: float =
     raise AssertionError(f"the service did not answer /healthz within {deadline_s} s")
 
 
-def _start(sock: Path) -> subprocess.Popen[bytes]:
+def _start(sock: Path, *options: str) -> subprocess.Popen[bytes]:
+    """The service on ``sock``, with ``options`` (default: one ONNX Runtime thread)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.embed", "--socket", str(sock), "--threads", "1"],
+        [sys.executable, "-m", "engine.embed", "--socket", str(sock), *(options or ("--threads", "1"))],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -182,6 +183,65 @@ def test_a_query_is_answered_while_a_long_document_batch_is_still_being_embedded
     assert np.allclose(query, local.embed_query("where is the staging database?"), atol=1e-5)
     assert vectors.shape == (len(texts), DIM)
     assert np.allclose(vectors[::37], local.embed_documents(texts[::37]), atol=1e-5)
+
+
+def _tasks(pid: int) -> dict[int, tuple[float, int]]:
+    """Each thread of ``pid``: (CPU seconds so far, nice value), by thread id (Linux ``/proc``)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        found[int(task.name)] = (cpu, int(fields[16]))
+    return found
+
+
+@pytest.mark.req("embed:background")
+@pytest.mark.req("perf:gateway")
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own CPU priority is a Linux notion")
+def test_document_batches_are_embedded_at_a_lower_cpu_priority_than_queries(short_dir: Path) -> None:
+    """All of a document batch's work runs ``DOCUMENT_NICE`` nice steps below the service (with the
+    default options: a second ONNX Runtime thread would be the pool's, at the service's priority),
+    so on a busy host the calls people wait on get the cores first; a query is embedded beside the
+    batch on a thread of the service's own priority."""
+    sock = short_dir / "embed.sock"
+    proc = _start(sock, "--batch-size", "32")  # the default thread count
+    texts = [
+        f"Note {i}: " + " ".join(f"the fjord deploy {i} step {k}" for k in range(12)) for i in range(400)
+    ]
+    try:
+        base = os.getpriority(os.PRIO_PROCESS, proc.pid)
+        with RemoteEmbedder(sock, timeout_s=600) as remote, ThreadPoolExecutor(1) as pool:
+            remote.embed_query("warm up")
+            before = _tasks(proc.pid)
+            batch = pool.submit(remote.embed_documents, texts)
+            deadline = time.monotonic() + 120
+            while True:  # until one thread has spent 0.3 s of CPU on the batch
+                spent = {t: cpu - before.get(t, (0.0, 0))[0] for t, (cpu, _) in _tasks(proc.pid).items()}
+                if max(spent.values()) >= 0.3:
+                    break
+                assert not batch.done() and time.monotonic() < deadline
+                time.sleep(0.01)  # poll interval of a bounded wait
+            embedding = max(spent, key=lambda t: spent[t])
+            lowered = min(19, base + DOCUMENT_NICE)
+            now = _tasks(proc.pid)
+            assert now[embedding][1] == lowered
+            # no other thread (but the event loop's, which answers HTTP) did a share of the batch
+            helpers = [t for t, s in spent.items() if s >= 0.1 and t not in (embedding, proc.pid)]
+            assert all(now[t][1] == lowered for t in helpers), (helpers, now)
+            asked = _tasks(proc.pid)
+            for i in range(20):  # enough CPU for the clock's ticks to see where queries run
+                remote.embed_query(f"where is the staging database of region {i}?")
+            assert not batch.done()  # answered beside the batch, not after it
+            after = _tasks(proc.pid)
+            # the queries ran on a worker thread (not the event loop's) of the service's priority
+            ran = [t for t, (cpu, nice) in after.items() if cpu > asked.get(t, (0.0, 0))[0] and nice == base]
+            assert set(ran) - {proc.pid}, "no worker thread of the service's priority ran the queries"
+            assert batch.result(timeout=600).shape == (len(texts), DIM)
+    finally:
+        _stop(sock, proc)
 
 
 def test_a_second_service_on_the_same_socket_exits_3(service: Path) -> None:
