@@ -24,7 +24,7 @@ context keeps its full weight.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -38,6 +38,7 @@ class Weights:
     nudge: float = 0.02  # life:rank-floors: importance only reorders near-ties
     subject_context: float = 0.6  # bm25 weight of ``context`` when the query names a subject
     subject_share: float = 0.2  # … one who is the subject of ≥ this share of the rows naming them
+    learned: Learned | None = None  # when set, it scores the candidates instead of the weights above
 
 
 class Candidate(NamedTuple):
@@ -108,27 +109,99 @@ def reason_of(candidate: Candidate) -> str:
     return "keyword" if candidate.bm25 is not None else "semantic"
 
 
+class Signals(NamedTuple):
+    """What the ranking knows of one candidate, each on a per-query scale (:func:`signals`): the
+    terms of the hand-set score, and the inputs a learned scorer (:class:`Learned`) weighs."""
+
+    keyword: float  # bm25 / max bm25 over the candidates: 0 … 1
+    meaning: float  # min-max cosine over the candidates (a memory not embedded: its keyword score)
+    person: float  # 1 if the query names its speaker / source; the chance it is theirs, if known
+    session: float  # its session's score (group_scores)
+    cosine: float  # raw cosine to the query (0 with no vector): absolute, unlike ``meaning``
+    nearest: float  # 1 if among the nearest vectors (a meaning match), else 0
+    matched: float  # 1 if a keyword match, else 0
+
+
+Terms = tuple[float, float, float, float, float, float, float]  # a Signals as a plain tuple
+
+
+def _terms(candidates: Sequence[Candidate], groups: Mapping[str, float] | None) -> Iterator[Terms]:
+    """Each candidate's signals (the fields of :class:`Signals`, in order) as a plain tuple: the
+    hot path builds ≈ 200 per query."""
+    top = _norm_max({c.key: c.bm25 for c in candidates if c.bm25 is not None})
+    cos = minmax({c.key: c.cosine for c in candidates if c.cosine is not None})
+    groups = groups or {}
+    for c in candidates:
+        keyword = (c.bm25 or 0.0) / top
+        # a memory not embedded yet is not the furthest in meaning: its words stand in until it is
+        meaning = keyword if c.pending and cos else cos.get(c.key, 0.0)
+        person = c.voice if c.voice is not None else (1.0 if c.person else 0.0)
+        yield (
+            keyword,
+            meaning,
+            person,
+            groups.get(c.group, 0.0),
+            c.cosine or 0.0,
+            1.0 if c.knn else 0.0,
+            0.0 if c.bm25 is None else 1.0,
+        )
+
+
+def signals(candidates: Sequence[Candidate], groups: Mapping[str, float] | None = None) -> list[Signals]:
+    """Each candidate's :class:`Signals`, in order."""
+    return [Signals._make(t) for t in _terms(candidates, groups)]
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A linear scorer over :class:`Signals` fitted offline (``bench/fit_fusion.py``), its
+    coefficients frozen in ``fusion_weights.json``; scaled so that ``keyword`` is 1, the scale of
+    the hand-set score that the later bounded terms (coverage, decay, importance) are sized for."""
+
+    keyword: float
+    meaning: float
+    person: float
+    session: float
+    cosine: float = 0.0
+    nearest: float = 0.0
+    matched: float = 0.0
+
+    @property
+    def coefficients(self) -> Terms:
+        return (
+            self.keyword,
+            self.meaning,
+            self.person,
+            self.session,
+            self.cosine,
+            self.nearest,
+            self.matched,
+        )
+
+    def score(self, s: Signals) -> float:
+        return sum(w * v for w, v in zip(self.coefficients, s, strict=True))
+
+
+def coefficients(weights: Weights) -> Terms:
+    """What each signal weighs: the learned scorer's, or the hand-set score's (keyword + vector ×
+    meaning + person × person + group × session)."""
+    if weights.learned is not None:
+        return weights.learned.coefficients
+    return (1.0, weights.vector, weights.person, weights.group, 0.0, 0.0, 0.0)
+
+
 def fuse(
     candidates: Sequence[Candidate],
     groups: Mapping[str, float] | None = None,
     weights: Weights | None = None,
 ) -> list[Scored]:
-    """Candidates scored and sorted best first (ties: newer first, then key)."""
+    """Candidates scored and sorted best first (ties: newer first, then key); by
+    ``weights.learned`` when set, else by the hand-set weights."""
     weights = weights or Weights()
-    top = _norm_max({c.key: c.bm25 for c in candidates if c.bm25 is not None})
-    cos = minmax({c.key: c.cosine for c in candidates if c.cosine is not None})
-    groups = groups or {}
+    w0, w1, w2, w3, w4, w5, w6 = coefficients(weights)
     out: list[Scored] = []
-    for c in candidates:
-        keyword = (c.bm25 or 0.0) / top
-        # a memory not embedded yet is not the furthest in meaning: its words stand in until it is
-        meaning = keyword if c.pending and cos else cos.get(c.key, 0.0)
-        score = keyword + weights.vector * meaning
-        if c.voice is not None:
-            score += weights.person * c.voice
-        elif c.person:
-            score += weights.person
-        score += weights.group * groups.get(c.group, 0.0)
+    for c, (t0, t1, t2, t3, t4, t5, t6) in zip(candidates, _terms(candidates, groups), strict=True):
+        score = w0 * t0 + w1 * t1 + w2 * t2 + w3 * t3 + w4 * t4 + w5 * t5 + w6 * t6
         if c.importance is not None:
             score += weights.nudge * (c.importance - 0.5) * 2
         out.append(Scored(c.key, c.memory, score, reason_of(c), c.cosine, c.created))
