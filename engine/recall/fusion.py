@@ -117,12 +117,13 @@ class Signals(NamedTuple):
     meaning: float  # min-max cosine over the candidates (a memory not embedded: its keyword score)
     person: float  # 1 if the query names its speaker / source; the chance it is theirs, if known
     session: float  # its session's score (group_scores)
+    agreement: float  # keyword × meaning: both signals at once (a learned weight < 0 is diminishing returns)
     cosine: float  # raw cosine to the query (0 with no vector): absolute, unlike ``meaning``
     nearest: float  # 1 if among the nearest vectors (a meaning match), else 0
     matched: float  # 1 if a keyword match, else 0
 
 
-Terms = tuple[float, float, float, float, float, float, float]  # a Signals as a plain tuple
+Terms = tuple[float, float, float, float, float, float, float, float]  # a Signals as a plain tuple
 
 
 def _terms(candidates: Sequence[Candidate], groups: Mapping[str, float] | None) -> Iterator[Terms]:
@@ -141,6 +142,7 @@ def _terms(candidates: Sequence[Candidate], groups: Mapping[str, float] | None) 
             meaning,
             person,
             groups.get(c.group, 0.0),
+            keyword * meaning,
             c.cosine or 0.0,
             1.0 if c.knn else 0.0,
             0.0 if c.bm25 is None else 1.0,
@@ -162,6 +164,7 @@ class Learned:
     meaning: float
     person: float
     session: float
+    agreement: float = 0.0
     cosine: float = 0.0
     nearest: float = 0.0
     matched: float = 0.0
@@ -173,6 +176,7 @@ class Learned:
             self.meaning,
             self.person,
             self.session,
+            self.agreement,
             self.cosine,
             self.nearest,
             self.matched,
@@ -187,7 +191,7 @@ def coefficients(weights: Weights) -> Terms:
     meaning + person × person + group × session)."""
     if weights.learned is not None:
         return weights.learned.coefficients
-    return (1.0, weights.vector, weights.person, weights.group, 0.0, 0.0, 0.0)
+    return (1.0, weights.vector, weights.person, weights.group, 0.0, 0.0, 0.0, 0.0)
 
 
 def fuse(
@@ -198,10 +202,10 @@ def fuse(
     """Candidates scored and sorted best first (ties: newer first, then key); by
     ``weights.learned`` when set, else by the hand-set weights."""
     weights = weights or Weights()
-    w0, w1, w2, w3, w4, w5, w6 = coefficients(weights)
+    w0, w1, w2, w3, w4, w5, w6, w7 = coefficients(weights)
     out: list[Scored] = []
-    for c, (t0, t1, t2, t3, t4, t5, t6) in zip(candidates, _terms(candidates, groups), strict=True):
-        score = w0 * t0 + w1 * t1 + w2 * t2 + w3 * t3 + w4 * t4 + w5 * t5 + w6 * t6
+    for c, (t0, t1, t2, t3, t4, t5, t6, t7) in zip(candidates, _terms(candidates, groups), strict=True):
+        score = w0 * t0 + w1 * t1 + w2 * t2 + w3 * t3 + w4 * t4 + w5 * t5 + w6 * t6 + w7 * t7
         if c.importance is not None:
             score += weights.nudge * (c.importance - 0.5) * 2
         out.append(Scored(c.key, c.memory, score, reason_of(c), c.cosine, c.created))

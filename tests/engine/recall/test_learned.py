@@ -29,17 +29,24 @@ def test_the_frozen_weights_load_and_name_the_script_and_split_that_made_them() 
     assert learned.keyword == 1.0  # the hand-set score's scale, which the later terms are sized for
     for name in FITTED:  # every fitted signal counts for a memory, never against it
         assert getattr(learned, name) > 0, name
+    # keyword × meaning may temper the sum (diminishing returns), never reverse either signal: each
+    # is in 0 … 1, so the score still rises with each of them
+    assert learned.keyword + min(learned.agreement, 0.0) > 0
+    assert learned.meaning + min(learned.agreement, 0.0) > 0
     assert all(math.isfinite(v) for v in learned.coefficients)
 
 
 @pytest.mark.req("quality:locomo")
 def test_the_learned_score_is_the_weighted_sum_of_the_signals() -> None:
-    learned = Learned(keyword=1.0, meaning=0.5, person=0.25, session=2.0, cosine=0.1)
-    s = Signals(keyword=0.5, meaning=1.0, person=1.0, session=0.5, cosine=0.4, nearest=1.0, matched=1.0)
-    assert learned.score(s) == pytest.approx(0.5 + 0.5 + 0.25 + 1.0 + 0.04)
+    learned = Learned(keyword=1.0, meaning=0.5, person=0.25, session=2.0, agreement=-0.5, cosine=0.1)
+    s = Signals(
+        keyword=0.5, meaning=1.0, person=1.0, session=0.5, agreement=0.5, cosine=0.4, nearest=1.0, matched=1.0
+    )
+    assert learned.score(s) == pytest.approx(0.5 + 0.5 + 0.25 + 1.0 - 0.25 + 0.04)
     one = Candidate(1, "nte_a", "g1", bm25=4.0, cosine=0.2, knn=True, person=True)
     two = Candidate(2, "nte_b", "g2", bm25=2.0, cosine=0.6, knn=True)
     sig = signals([one, two], {"g1": 0.5})
+    assert sig[0].agreement == sig[0].keyword * sig[0].meaning
     ranked = fuse([one, two], {"g1": 0.5}, Weights(learned=learned))
     assert {r.key: r.score for r in ranked} == pytest.approx(
         {1: learned.score(sig[0]), 2: learned.score(sig[1])}
