@@ -1,18 +1,25 @@
 """Ranking: weighted fusion of keyword and meaning scores, plus context priors (pure).
 
-For each candidate chunk (found by FTS5 or by vector KNN)::
+For each candidate chunk (found by FTS5 or by vector KNN), its :class:`Signals`::
 
-    score = bm25 / max bm25                         keyword, 0 … 1
-          + vector × (cos − min cos) / (max − min)  meaning, min-max over the candidates; for
-                                                    a memory whose vector is not made yet, its
-                                                    keyword score stands in
-          + person  if the query names its speaker or source — or person × the chance it is by
-                    someone the query names, when that was worked out (engine.index.voices)
-          + group × its session's score             (same formula over whole sessions)
-          + a nudge of at most ±nudge for importance (never enough to pass a clearly better match)
+    keyword   = bm25 / max bm25                     0 … 1
+    meaning   = (cos − min cos) / (max − min)       min-max over the candidates; for a memory
+                                                    whose vector is not made yet, its keyword
+                                                    score stands in
+    person    = 1 if the query names its speaker or source — or the chance it is by someone
+                the query names, when that was worked out (engine.index.voices)
+    session   = its session's score                 (same formula over whole sessions)
+    agreement = keyword × meaning
 
-Weights are :class:`Weights`; the defaults are the ones measured on LoCoMo's dev halves
-(docs/recall.md). Reciprocal-rank fusion with k = 60 measured worse and is not used.
+and its score, with the hand-set :class:`Weights`::
+
+    keyword + vector × meaning + person × person + group × session
+
+or, when ``Weights.learned`` is set (the engine's default: ``engine.recall.learned``), the
+:class:`Learned` coefficients' weighted sum of the signals — fitted on LoCoMo's dev half A by
+``bench/fit_fusion.py`` and frozen in ``fusion_weights.json``; then a nudge of at most ±nudge for
+importance (never enough to pass a clearly better match). Both are measured in docs/recall.md.
+Reciprocal-rank fusion with k = 60 measured worse and is not used.
 
 The keyword score's column weights depend on whom the query names (:func:`column_weights`): when
 it names someone who is the *subject* of a good share of the memories that mention them (the

@@ -12,7 +12,7 @@ from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
-from engine.recall.fusion import Learned
+from engine.recall.fusion import Learned, Weights
 
 WEIGHTS_FILE = Path(__file__).with_name("fusion_weights.json")
 
@@ -43,3 +43,9 @@ def load_learned(path: Path = WEIGHTS_FILE) -> Learned:
         return Learned(**{k: float(v) for k, v in weights.items()})
     except TypeError as exc:
         raise ValueError(f"{path.name}: {exc}; rewrite it with bench.fit_fusion") from exc
+
+
+def learned_weights() -> Weights:
+    """The engine's default fusion: the hand-set priors and column weights, scored by the frozen
+    learned coefficients (docs/recall.md, *A query*)."""
+    return Weights(learned=load_learned())
