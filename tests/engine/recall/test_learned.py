@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.recall.context import RecallSettings
 from engine.recall.fusion import Candidate, Learned, Signals, Weights, fuse, signals
 from engine.recall.learned import WEIGHTS_FILE, load_learned
 
@@ -128,3 +129,9 @@ def test_a_weights_file_that_is_not_one_is_refused_saying_what_to_fix(
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=says):
         load_learned(path)
+
+
+@pytest.mark.req("quality:locomo")
+def test_recall_ranks_by_the_frozen_weights_unless_told_otherwise() -> None:
+    assert RecallSettings().weights.learned == load_learned()
+    assert Weights().learned is None  # the hand-set score, which bench.locomo --fusion hand measures
