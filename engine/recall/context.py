@@ -21,7 +21,6 @@ from engine.index.schema import FACT_WEIGHTS
 from engine.recall import budget as budgeting
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
-from engine.recall.learned import learned_weights
 from engine.recall.lexical import lexical_score
 from engine.recall.query import Query, names_person, parse_query, quote, without_names
 from engine.recall.relevance import MATCH_FLOOR, MIN_MATCH_SCORE, confidence, query_confidence
@@ -53,7 +52,7 @@ class RecallSettings:
     keyword_budget: int = KEYWORD_BUDGET  # rows bm25 may score per query (engine.index.keywords)
     overlap_embedding: bool = True  # embed the query in a thread while the keyword searches run
     recent_queries: int = RECENT_QUERIES  # query vectors kept for a repeated query (0: none)
-    weights: Weights = field(default_factory=learned_weights)  # the frozen learned fusion
+    weights: Weights = field(default_factory=Weights)
     lexical_weight: float = LEXICAL_WEIGHT  # keyword coverage added after fusion (engine.recall.freshness)
 
 

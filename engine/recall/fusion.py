@@ -15,10 +15,11 @@ and its score, with the hand-set :class:`Weights`::
 
     keyword + vector × meaning + person × person + group × session
 
-or, when ``Weights.learned`` is set (the engine's default: ``engine.recall.learned``), the
-:class:`Learned` coefficients' weighted sum of the signals — fitted on LoCoMo's dev half A by
-``bench/fit_fusion.py`` and frozen in ``fusion_weights.json``; then a nudge of at most ±nudge for
-importance (never enough to pass a clearly better match). Both are measured in docs/recall.md.
+or, when ``Weights.learned`` is set (``bench.locomo --fusion learned``; not the engine's default,
+docs/recall.md), the :class:`Learned` coefficients' weighted sum of the signals — fitted on
+LoCoMo's dev half A by ``bench/fit_fusion.py`` and frozen in ``fusion_weights.json``. Either
+way a nudge of at most ±nudge for importance is added (never enough to pass a clearly better
+match). Both are measured in docs/recall.md.
 Reciprocal-rank fusion with k = 60 measured worse and is not used.
 
 The keyword score's column weights depend on whom the query names (:func:`column_weights`): when

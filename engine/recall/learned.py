@@ -1,7 +1,9 @@
 """The learned fusion weights, read from ``fusion_weights.json`` beside this module (``recall:*``).
 
 The file is written by ``python -m bench.fit_fusion fit … --write`` and names the data split and
-the command that produced it; nothing edits it by hand. Read once per process (cached).
+the command that produced it; nothing edits it by hand. Read once per process (cached). The engine
+ranks by the hand-set weights: the learned ones gained in engine mode and lost in MCP mode on two
+layouts (docs/recall.md, *What was tried*), so only ``bench.locomo --fusion learned`` uses them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
-from engine.recall.fusion import Learned, Weights
+from engine.recall.fusion import Learned
 
 WEIGHTS_FILE = Path(__file__).with_name("fusion_weights.json")
 
@@ -43,9 +45,3 @@ def load_learned(path: Path = WEIGHTS_FILE) -> Learned:
         return Learned(**{k: float(v) for k, v in weights.items()})
     except TypeError as exc:
         raise ValueError(f"{path.name}: {exc}; rewrite it with bench.fit_fusion") from exc
-
-
-def learned_weights() -> Weights:
-    """The engine's default fusion: the hand-set priors and column weights, scored by the frozen
-    learned coefficients (docs/recall.md, *A query*)."""
-    return Weights(learned=load_learned())
