@@ -1,4 +1,4 @@
-"""The learned fusion weights, read from ``fusion_weights.json`` beside this module (``recall:*``).
+"""The learned fusion weights, read from ``fusion_weights.json`` beside this module.
 
 The file is written by ``python -m bench.fit_fusion fit … --write`` and names the data split and
 the command that produced it; nothing edits it by hand. Read once per process (cached). The engine
