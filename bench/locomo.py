@@ -2,6 +2,7 @@
 
     python -m bench.locomo [PATH] [--mode engine|mcp] [--layout NAME|all|checks] [--only conv-26,conv-44]
                            [--cache FILE] [--keep DIR] [--no-context] [--json OUT] [--misses OUT]
+                           [--fusion default|hand|learned]
 
 One workspace per conversation. ``--mode engine`` (default) writes each dialogue turn through
 the engine's own write path (``Memory.remember``, a note, its session's date as its time);
@@ -18,6 +19,8 @@ alone) and ``mix`` (one of the four per turn). FTS5 is measured over the same te
 ``get_context`` recall@10 is measured on the first ten notes it returns with the largest budget.
 ``--layout checks`` runs three more wordings that nothing in ranking was chosen on
 (``speaker-last``, ``bracket-said``, ``wrote-quote``): a check that the five carry over.
+``--fusion hand|learned`` scores the candidates by the hand-set weights or by the learned ones
+(``engine/recall/fusion_weights.json``, :mod:`bench.fit_fusion`) whatever the engine's default.
 ``--misses OUT`` writes every evidence turn outside a question's first ten, with its rank and
 what may explain it (:mod:`bench.misses`), and prints the counts per half.
 """
@@ -33,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ from engine.index.indexer import Indexer
 from engine.index.schema import TOKENIZE
 from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
+from engine.recall.learned import WEIGHTS_FILE, load_learned
 from engine.recall.query import parse_query
 from engine.scope import Caller
 from engine.store.workspace import Workspace
@@ -420,6 +424,15 @@ def build_all(
     return built
 
 
+def bench_settings(args: argparse.Namespace) -> RecallSettings:
+    """The recall settings of a run: the engine's, with ``--floor`` and ``--fusion`` applied."""
+    settings = RecallSettings() if args.floor is None else RecallSettings(match_floor=args.floor)
+    if args.fusion == "default":
+        return settings
+    learned = load_learned(args.fusion_weights) if args.fusion == "learned" else None
+    return replace(settings, weights=replace(settings.weights, learned=learned))
+
+
 def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str, Any]:
     """Build every conversation's workspace in ``layout`` and measure it (and FTS5 on the same texts)."""
     convs = load(args.path, layout)
@@ -435,7 +448,7 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
         root = Path(tmp) if args.keep is None else args.keep / f"{args.mode}-{layout}"
         built = build_all(convs, root, args.mode, embedder, cache, keep=args.keep is not None)
         t0 = time.perf_counter()
-        settings = RecallSettings() if args.floor is None else RecallSettings(match_floor=args.floor)
+        settings = bench_settings(args)
         qvecs = query_vectors(built, settings)
         embed_ms = (time.perf_counter() - t0) * 1000 / max(len(qvecs), 1)
         t1 = time.perf_counter()
@@ -534,6 +547,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-context", action="store_true", help="skip the get_context measurement")
     parser.add_argument(
         "--floor", type=float, help="get_context's match_floor for this run (default: the engine's)"
+    )
+    parser.add_argument(
+        "--fusion",
+        choices=["default", "hand", "learned"],
+        default="default",
+        help="score candidates by the engine's default, the hand-set weights, or the learned ones",
+    )
+    parser.add_argument(
+        "--fusion-weights",
+        type=Path,
+        default=WEIGHTS_FILE,
+        help="with --fusion learned: the weights file (default: engine/recall/fusion_weights.json)",
     )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(

@@ -54,23 +54,30 @@ QVec = np.ndarray[Any, Any] | None
 KEYWORD_BUDGET = 8_000
 
 
-def rank_chunks(
+@dataclass(frozen=True)
+class Gathered:
+    """A query's candidates, before they are scored (:func:`gather`)."""
+
+    rows: dict[int, ChunkRow]
+    candidates: tuple[Candidate, ...]
+    groups: dict[str, float]  # each candidate session's score (fusion.group_scores)
+    keyword: bool  # keyword search ran
+    semantic: bool  # vector search ran
+
+
+def gather(
     db: IndexReader,
     query: Query,
     qvec: QVec | Callable[[], QVec],
     visible: Visible,
     *,
     depth: int = 100,
-    limit: int = 20,
     weights: Weights | None = None,
     budget: int = KEYWORD_BUDGET,
-) -> Ranked:
-    """The best ``limit`` memories (one hit each) for ``query``, among those ``visible``.
-
-    ``qvec`` may be a function that returns the query vector: it is called once the keyword
-    searches are done, so that a query embedding computed meanwhile (in another thread) overlaps
-    them.
-    """
+) -> Gathered:
+    """The candidates for ``query`` among those ``visible``: the keyword search's first ``depth``
+    and the nearest ``depth`` vectors, with what fusion scores them by (and the fitting script
+    reads: ``bench/fit_fusion.py``)."""
     weights = weights or Weights()
     columns = column_weights(CHUNKS.fts, [db.subject_share(n) for n in query.names], weights)
     keyword, _ = db.keyword("chunks", query.terms, columns, depth, budget)
@@ -82,7 +89,7 @@ def rank_chunks(
     ids = list(dict.fromkeys([r for r, _ in keyword] + [r for r, _ in nearest]))
     rows = {k: r for k, r in db.chunk_rows(ids).items() if visible(r.state, r.scope)}
     if not rows:
-        return Ranked((), bool(query.terms), vector is not None)
+        return Gathered({}, (), {}, bool(query.terms), vector is not None)
     bm25 = {r: s for r, s in keyword if r in rows}
     cosine = {r: s for r, s in nearest if r in rows}
     if vector is not None:
@@ -100,7 +107,7 @@ def rank_chunks(
     near = {r for r, _ in nearest}
     named = _named_people(query, rows.values())
     chance = _chances(db, query, rows.values())
-    candidates = [
+    candidates = tuple(
         Candidate(
             k,
             row.memory,
@@ -115,9 +122,31 @@ def rank_chunks(
             vector is not None and k not in cosine,
         )
         for k, row in rows.items()
-    ]
-    ranked = best_per_memory(fuse(candidates, group_score, weights))[:limit]
-    return Ranked(tuple(_hit(rows[s.key], s, query) for s in ranked), bool(query.terms), vector is not None)
+    )
+    return Gathered(rows, candidates, group_score, bool(query.terms), vector is not None)
+
+
+def rank_chunks(
+    db: IndexReader,
+    query: Query,
+    qvec: QVec | Callable[[], QVec],
+    visible: Visible,
+    *,
+    depth: int = 100,
+    limit: int = 20,
+    weights: Weights | None = None,
+    budget: int = KEYWORD_BUDGET,
+) -> Ranked:
+    """The best ``limit`` memories (one hit each) for ``query``, among those ``visible``.
+
+    ``qvec`` may be a function that returns the query vector: it is called once the keyword
+    searches are done, so that a query embedding computed meanwhile (in another thread) overlaps
+    them.
+    """
+    found = gather(db, query, qvec, visible, depth=depth, weights=weights, budget=budget)
+    ranked = best_per_memory(fuse(found.candidates, found.groups, weights))[:limit]
+    hits = tuple(_hit(found.rows[s.key], s, query) for s in ranked)
+    return Ranked(hits, found.keyword, found.semantic)
 
 
 def _named_people(query: Query, rows: Iterable[ChunkRow]) -> set[str]:
