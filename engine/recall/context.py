@@ -199,12 +199,17 @@ class Recall:
             ageing, now = self.ageing, self.ageing.clock()
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
         found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)[:limit]
+        below: set[str] = set()
         if floor > 0:  # the floor: a match this weak is never listed, however fresh or important
             # (its meaning alone clears it for most hits: the coverage is worked out for the rest)
-            found = tuple(
+            kept = tuple(
                 h for h in found if confidence(0.0, h.cosine) >= floor or _match(query, h, known) >= floor
             )
-        graph = sorted(graph_hits(self.db, found, visible, query), key=lambda h: -h.score)
+            below = {h.memory for h in found} - {h.memory for h in kept}
+            found = kept
+        # a match the floor left out does not come back by a shared name (as a graph item, below
+        # the matches it ranked above); a [[wikilink]] from a match that cleared it is followed
+        graph = sorted(graph_hits(self.db, found, visible, query, exclude=below), key=lambda h: -h.score)
         hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,10 +178,13 @@ def graph_hits(
     follow: int = 5,
     per_name: int = 2,
     most: int = 5,
+    exclude: Collection[str] = (),
 ) -> list[Hit]:
     """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, then memories that share a
     *rare* name with them (one the query does not name and few memories mention: a person,
-    place or thing the answer may continue in) — none already among the hits.
+    place or thing the answer may continue in) — none already among the hits. A shared name,
+    weaker evidence than a link, never brings back one of ``exclude`` (matches the caller left
+    out as too weak).
 
     A graph item scores half its parent, but never above the last of ``hits``: they follow the
     search's ranking, which they extend and never reorder."""
@@ -202,6 +205,7 @@ def graph_hits(
         have.add(target)
         parent = parents[src]
         out.append(Hit(row, min(parent.score * 0.5, floor), "graph", None, 0.0))
+    have.update(exclude)  # a link is followed to any note; a shared name only to one not left out
     named = set(query.words) if query is not None else set()
     for parent in hits[:follow]:
         for name in parent.row.names.split():
