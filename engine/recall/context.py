@@ -22,6 +22,7 @@ from engine.recall import budget as budgeting
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
+from engine.recall.lists import Listing, asked_class
 from engine.recall.query import Query, names_person, parse_query, quote, without_names
 from engine.recall.relevance import MATCH_FLOOR, MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
@@ -54,6 +55,8 @@ class RecallSettings:
     recent_queries: int = RECENT_QUERIES  # query vectors kept for a repeated query (0: none)
     weights: Weights = field(default_factory=Weights)
     lexical_weight: float = LEXICAL_WEIGHT  # keyword coverage added after fusion (engine.recall.freshness)
+    listing_weight: float = 0.5  # a list question's lift of the named person's memories (engine.recall.lists)
+    listing_depth: int = 50  # … and how many memories naming the class's members join the candidates
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,15 @@ class Recall:
 
         return {name for name in query.names if known(name)}
 
+    def _listing(self, query: Query) -> Listing | None:
+        """What a list question about a person adds to the search (:mod:`engine.recall.lists`):
+        None unless the query names someone and asks for a class of things (0 weight: never)."""
+        settings = self.settings
+        asked = asked_class(query.terms) if query.names and settings.listing_weight > 0 else None
+        if asked is None:
+            return None
+        return Listing(asked.members, settings.listing_weight, settings.listing_depth)
+
     def search(
         self,
         text: str | None,
@@ -186,6 +198,7 @@ class Recall:
             limit=max(limit, self.settings.notes_limit),
             weights=self.settings.weights,
             budget=self.settings.keyword_budget,
+            listing=self._listing(query),
         )
         if ranked.semantic:
             retrieval = "hybrid" if ranked.keyword else "semantic"
