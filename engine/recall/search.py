@@ -177,13 +177,13 @@ def _listed(
     its bm25 over the class's members (``said``; over the best such bm25 among their memories),
     times the person prior's own share (1 when named as its speaker or source, else the chance
     it is theirs), re-sorted."""
-    share = {c.key: (c.voice if c.voice is not None else float(c.person)) for c in candidates}
-    top = max((v for k, v in said.items() if share.get(k, 0.0) > 0), default=0.0)
+    share = {c.key: c.voice if c.voice is not None else float(c.person) for c in candidates if c.key in said}
+    theirs = {k: v for k, v in share.items() if v > 0}
+    top = max((said[k] for k in theirs), default=0.0)
     if top <= 0:
         return fused
-    out = [
-        s._replace(score=s.score + listing.weight * share[s.key] * said.get(s.key, 0.0) / top) for s in fused
-    ]
+    lift = {k: listing.weight * v * said[k] / top for k, v in theirs.items()}
+    out = [s._replace(score=s.score + lift[s.key]) if s.key in lift else s for s in fused]
     out.sort(key=lambda s: (s.score, s.created or "", -s.key), reverse=True)
     return out
 
