@@ -22,6 +22,7 @@ from engine.recall import budget as budgeting
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
 from engine.recall.lexical import lexical_score
+from engine.recall.lists import Listing, asked_class
 from engine.recall.query import Query, names_person, parse_query, quote, without_names
 from engine.recall.relevance import MATCH_FLOOR, MIN_MATCH_SCORE, confidence, query_confidence
 from engine.recall.scopes import FactHit, counterparts, scope_rule
@@ -54,6 +55,8 @@ class RecallSettings:
     recent_queries: int = RECENT_QUERIES  # query vectors kept for a repeated query (0: none)
     weights: Weights = field(default_factory=Weights)
     lexical_weight: float = LEXICAL_WEIGHT  # keyword coverage added after fusion (engine.recall.freshness)
+    listing_weight: float = 0.5  # a list question's lift of the named person's memories (engine.recall.lists)
+    listing_depth: int = 50  # … and how many memories naming the class's members join the candidates
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,15 @@ class Recall:
 
         return {name for name in query.names if known(name)}
 
+    def _listing(self, query: Query) -> Listing | None:
+        """What a list question about a person adds to the search (:mod:`engine.recall.lists`):
+        None unless the query names someone and asks for a class of things (0 weight: never)."""
+        settings = self.settings
+        asked = asked_class(query.terms) if query.names and settings.listing_weight > 0 else None
+        if asked is None:
+            return None
+        return Listing(asked.members, settings.listing_weight, settings.listing_depth)
+
     def search(
         self,
         text: str | None,
@@ -186,6 +198,7 @@ class Recall:
             limit=max(limit, self.settings.notes_limit),
             weights=self.settings.weights,
             budget=self.settings.keyword_budget,
+            listing=self._listing(query),
         )
         if ranked.semantic:
             retrieval = "hybrid" if ranked.keyword else "semantic"
@@ -199,12 +212,17 @@ class Recall:
             ageing, now = self.ageing, self.ageing.clock()
             decay_of = lambda memory: ageing.decay_of(memory, now)  # noqa: E731
         found = rerank(ranked.hits, decay_of, lexical_weight=self.settings.lexical_weight)[:limit]
+        below: set[str] = set()
         if floor > 0:  # the floor: a match this weak is never listed, however fresh or important
             # (its meaning alone clears it for most hits: the coverage is worked out for the rest)
-            found = tuple(
+            kept = tuple(
                 h for h in found if confidence(0.0, h.cosine) >= floor or _match(query, h, known) >= floor
             )
-        graph = sorted(graph_hits(self.db, found, visible, query), key=lambda h: -h.score)
+            below = {h.memory for h in found} - {h.memory for h in kept}
+            found = kept
+        # a match the floor left out does not come back by a shared name (as a graph item, below
+        # the matches it ranked above); a [[wikilink]] from a match that cleared it is followed
+        graph = sorted(graph_hits(self.db, found, visible, query, exclude=below), key=lambda h: -h.score)
         hits = found + tuple(graph)  # best first: graph items score at most the last search hit
         return Searched(hits, retrieval, conf >= self.settings.min_match_score, conf)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from engine.recall.fusion import (
     group_scores,
 )
 from engine.recall.lexical import lexical_score
+from engine.recall.lists import Listing
 from engine.recall.query import Query, names_person
 
 log = logging.getLogger("almanac.engine.recall")
@@ -63,6 +64,7 @@ class Gathered:
     groups: dict[str, float]  # each candidate session's score (fusion.group_scores)
     keyword: bool  # keyword search ran
     semantic: bool  # vector search ran
+    said: dict[int, float] = field(default_factory=dict)  # a list question's member matches (bm25)
 
 
 def gather(
@@ -74,10 +76,15 @@ def gather(
     depth: int = 100,
     weights: Weights | None = None,
     budget: int = KEYWORD_BUDGET,
+    listing: Listing | None = None,
 ) -> Gathered:
     """The candidates for ``query`` among those ``visible``: the keyword search's first ``depth``
     and the nearest ``depth`` vectors, with what fusion scores them by (and the fitting script
-    reads: ``bench/fit_fusion.py``)."""
+    reads: ``bench/fit_fusion.py``).
+
+    ``listing``: the query names someone and asks for a class of things (:mod:`engine.recall.lists`):
+    the memories whose words name members of the class join the candidates (``Gathered.said``).
+    """
     weights = weights or Weights()
     columns = column_weights(CHUNKS.fts, [db.subject_share(n) for n in query.names], weights)
     keyword, _ = db.keyword("chunks", query.terms, columns, depth, budget)
@@ -86,10 +93,16 @@ def gather(
         g_keyword, _ = db.keyword("groups", query.terms, (1.0,), 200, budget, informative_only=True)
     vector = qvec() if callable(qvec) else qvec
     nearest = db.knn("chunks", vector, depth) if vector is not None else []
-    ids = list(dict.fromkeys([r for r, _ in keyword] + [r for r, _ in nearest]))
+    said: list[tuple[int, float]] = []  # the memories whose words name a member of the class asked for
+    if listing is not None and query.names:
+        # the memories' own words only (the other columns weigh 0), within the keyword budget
+        own = tuple(1.0 if name == "text" else 0.0 for name, _ in CHUNKS.fts)
+        found, _ = db.keyword("chunks", listing.members, own, listing.depth, budget)
+        said = [(r, s) for r, s in found if s > 0]
+    ids = list(dict.fromkeys([r for r, _ in keyword] + [r for r, _ in nearest] + [r for r, _ in said]))
     rows = {k: r for k, r in db.chunk_rows(ids).items() if visible(r.state, r.scope)}
     if not rows:
-        return Gathered({}, (), {}, bool(query.terms), vector is not None)
+        return Gathered({}, (), {}, bool(query.terms), vector is not None, dict(said))
     bm25 = {r: s for r, s in keyword if r in rows}
     cosine = {r: s for r, s in nearest if r in rows}
     if vector is not None:
@@ -123,7 +136,7 @@ def gather(
         )
         for k, row in rows.items()
     )
-    return Gathered(rows, candidates, group_score, bool(query.terms), vector is not None)
+    return Gathered(rows, candidates, group_score, bool(query.terms), vector is not None, dict(said))
 
 
 def rank_chunks(
@@ -136,17 +149,43 @@ def rank_chunks(
     limit: int = 20,
     weights: Weights | None = None,
     budget: int = KEYWORD_BUDGET,
+    listing: Listing | None = None,
 ) -> Ranked:
     """The best ``limit`` memories (one hit each) for ``query``, among those ``visible``.
 
     ``qvec`` may be a function that returns the query vector: it is called once the keyword
     searches are done, so that a query embedding computed meanwhile (in another thread) overlaps
     them.
+
+    ``listing``: the query names someone and asks for a class of things (:mod:`engine.recall.lists`):
+    the memories whose words name members of the class join the candidates, and those by the
+    person it names are lifted (:func:`_listed`).
     """
-    found = gather(db, query, qvec, visible, depth=depth, weights=weights, budget=budget)
-    ranked = best_per_memory(fuse(found.candidates, found.groups, weights))[:limit]
+    found = gather(db, query, qvec, visible, depth=depth, weights=weights, budget=budget, listing=listing)
+    fused = fuse(found.candidates, found.groups, weights)
+    if listing is not None and found.said:
+        fused = _listed(fused, found.candidates, listing, found.said)
+    ranked = best_per_memory(fused)[:limit]
     hits = tuple(_hit(found.rows[s.key], s, query) for s in ranked)
     return Ranked(hits, found.keyword, found.semantic)
+
+
+def _listed(
+    fused: list[Scored], candidates: Sequence[Candidate], listing: Listing, said: dict[int, float]
+) -> list[Scored]:
+    """``fused`` with each memory by the person the query names lifted by ``listing.weight`` ×
+    its bm25 over the class's members (``said``; over the best such bm25 among their memories),
+    times the person prior's own share (1 when named as its speaker or source, else the chance
+    it is theirs), re-sorted."""
+    share = {c.key: c.voice if c.voice is not None else float(c.person) for c in candidates if c.key in said}
+    theirs = {k: v for k, v in share.items() if v > 0}
+    top = max((said[k] for k in theirs), default=0.0)
+    if top <= 0:
+        return fused
+    lift = {k: listing.weight * v * said[k] / top for k, v in theirs.items()}
+    out = [s._replace(score=s.score + lift[s.key]) if s.key in lift else s for s in fused]
+    out.sort(key=lambda s: (s.score, s.created or "", -s.key), reverse=True)
+    return out
 
 
 def _named_people(query: Query, rows: Iterable[ChunkRow]) -> set[str]:
@@ -178,10 +217,13 @@ def graph_hits(
     follow: int = 5,
     per_name: int = 2,
     most: int = 5,
+    exclude: Collection[str] = (),
 ) -> list[Hit]:
     """Notes linked (``[[wikilinks]]``) from the best ``follow`` hits, then memories that share a
     *rare* name with them (one the query does not name and few memories mention: a person,
-    place or thing the answer may continue in) — none already among the hits.
+    place or thing the answer may continue in) — none already among the hits. A shared name,
+    weaker evidence than a link, never brings back one of ``exclude`` (matches the caller left
+    out as too weak).
 
     A graph item scores half its parent, but never above the last of ``hits``: they follow the
     search's ranking, which they extend and never reorder."""
@@ -202,6 +244,7 @@ def graph_hits(
         have.add(target)
         parent = parents[src]
         out.append(Hit(row, min(parent.score * 0.5, floor), "graph", None, 0.0))
+    have.update(exclude)  # a link is followed to any note; a shared name only to one not left out
     named = set(query.words) if query is not None else set()
     for parent in hits[:follow]:
         for name in parent.row.names.split():

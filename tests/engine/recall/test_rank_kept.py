@@ -8,6 +8,7 @@ could not fit beside the better ones kept.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,25 @@ def test_get_context_returns_the_searchs_ranking_and_drops_from_its_tail(tmp_pat
         for gone in small["dropped"]["ids"]:
             if rank[gone] < worst_kept:  # a better match left: it could not have fit
                 assert size[gone] > 400 - small["tokens"]
+
+
+@pytest.mark.req("recall:budget-order")
+@pytest.mark.req("recall:honest-miss")
+def test_a_match_below_the_floor_does_not_come_back_as_a_graph_item(tmp_path: Path) -> None:
+    # "Zephyrine" is a rare name: the best match mentions it, so graph expansion follows it to the
+    # other memory that does — also a search match, ranked second, but far too weak to clear the
+    # floor. Listed anyway, as a graph item after everything else, it leaked a match the floor
+    # leaves out, out of the ranking's order.
+    with engine(tmp_path / "ws") as e:
+        best = e.memory.remember(CALLER, "Orla baked a pear tart for the harvest fair with Zephyrine.").id
+        e.clock.now += timedelta(days=3)  # another sitting: not each other's neighbours
+        weak = e.memory.remember(CALLER, "Zephyrine renewed the car insurance policy online.").id
+        e.settle()
+        question = "Which pear tart was baked for the harvest fair?"
+        ranking = [h.memory for h in e.recall.search(question).hits]
+        assert ranking == [best, weak]  # both are search matches, in this order
+        floored = e.recall.search(question, floor=e.recall.settings.match_floor)
+        assert [h.memory for h in floored.hits] == [best]  # the weak one is below the floor
+        listed = [n["id"] for n in e.recall.get_context(CALLER, question)["notes"]]
+        assert listed == [best]
+        assert listed == [m for m in ranking if m in listed]  # the ranking's order
