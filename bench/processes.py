@@ -80,18 +80,19 @@ def _ok(client: httpx2.Client, url: str) -> bool:
         return False
 
 
+def accepting(sock: Path) -> bool:
+    """Whether something accepts connections on the Unix socket ``sock`` now."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+        return True
+
+
 def wait_engine(sock: Path, timeout: float = 30.0) -> None:
     """Until the engine on ``sock`` answers ``GET /healthz`` (the socket file exists a little earlier)."""
-
-    def listening() -> bool:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(str(sock))
-            except OSError:
-                return False
-            return True
-
-    wait_until(listening, timeout, f"engine {sock}")
+    wait_until(lambda: accepting(sock), timeout, f"engine {sock}")
     with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(sock)), timeout=10) as client:
         client.get("http://localhost/healthz").raise_for_status()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.processes import accepting
 from engine.store.layout import LOCK_NAME
 
 
@@ -34,19 +34,10 @@ def engine_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "engine", *args]
 
 
-def _accepting(sock: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(sock))
-        except OSError:
-            return False
-    return True
-
-
 def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     """Poll (bounded) until the engine's socket accepts and /healthz answers 200."""
     deadline = time.monotonic() + timeout
-    while not _accepting(sock):
+    while not accepting(sock):
         if proc.poll() is not None:
             raise RuntimeError(f"engine exited with {proc.returncode} before it was healthy")
         if time.monotonic() > deadline:

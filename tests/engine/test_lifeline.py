@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bench.processes import accepting
 from tests.engine.support import engine_command, socket_client, wait_healthy
 
 
@@ -30,15 +30,6 @@ def _until(condition: object, what: str, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
-
-
-def _accepting(sock: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(sock))
-        except OSError:
-            return False
-    return True
 
 
 async def _write(sock: Path, text: str) -> str:
@@ -62,7 +53,7 @@ def test_an_engine_stops_cleanly_when_its_parent_is_killed(tmp_path: Path) -> No
     argv = ("--socket", str(sock), "--dir", str(ws), "--embedding-provider", "off")
     parent, engine = _parent_of_engine(*engine_command(*argv, "--exit-with-parent"))
     try:
-        _until(lambda: _accepting(sock), "the engine's socket", timeout=60)
+        _until(lambda: accepting(sock), "the engine's socket", timeout=60)
         written = anyio.run(_write, sock, "written before the gateway died")
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
