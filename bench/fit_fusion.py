@@ -1,7 +1,7 @@
-"""Fit the learned fusion weights (``engine/recall/fusion_weights.json``) on LoCoMo's dev half A.
+"""Fit the learned fusion weights (``bench/fusion_weights.json``) on LoCoMo's dev half A.
 
     python -m bench.fit_fusion dump --layout speaker,plain --keep DIR --cache FILE --out DIR
-    python -m bench.fit_fusion fit DIR/*.npz [--write engine/recall/fusion_weights.json]
+    python -m bench.fit_fusion fit DIR/*.npz [--write bench/fusion_weights.json]
     python -m bench.fit_fusion eval DIR/*.npz [--weights FILE]
 
 ``dump`` builds (or, with ``--keep``, reopens) each conversation's workspace as ``bench.locomo``
@@ -339,7 +339,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from engine.recall.learned import load_learned
+    from bench.learned import load_learned
 
     model = load_learned(args.weights) if args.weights else load_learned()
     for p in args.dumps:

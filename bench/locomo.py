@@ -20,7 +20,7 @@ alone) and ``mix`` (one of the four per turn). FTS5 is measured over the same te
 ``--layout checks`` runs three more wordings that nothing in ranking was chosen on
 (``speaker-last``, ``bracket-said``, ``wrote-quote``): a check that the five carry over.
 ``--fusion hand|learned`` scores the candidates by the hand-set weights or by the learned ones
-(``engine/recall/fusion_weights.json``, :mod:`bench.fit_fusion`) whatever the engine's default.
+(``bench/fusion_weights.json``, :mod:`bench.fit_fusion`) whatever the engine's default.
 ``--misses OUT`` writes every evidence turn outside a question's first ten, with its rank and
 what may explain it (:mod:`bench.misses`), and prints the counts per half.
 """
@@ -45,6 +45,7 @@ import anyio
 import apsw
 
 from bench import misses
+from bench.learned import WEIGHTS_FILE, load_learned
 from bench.paths import ENV, locomo_path
 from engine.embed.base import Embedder
 from engine.embed.cache import EmbeddingCache
@@ -52,7 +53,6 @@ from engine.index.indexer import Indexer
 from engine.index.schema import TOKENIZE
 from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
-from engine.recall.learned import WEIGHTS_FILE, load_learned
 from engine.recall.query import parse_query
 from engine.scope import Caller
 from engine.store.workspace import Workspace
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         "--fusion-weights",
         type=Path,
         default=WEIGHTS_FILE,
-        help="with --fusion learned: the weights file (default: engine/recall/fusion_weights.json)",
+        help="with --fusion learned: the weights file (default: bench/fusion_weights.json)",
     )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(

@@ -17,7 +17,7 @@ and its score, with the hand-set :class:`Weights`::
 
 or, when ``Weights.learned`` is set (``bench.locomo --fusion learned``; not the engine's default,
 docs/recall.md), the :class:`Learned` coefficients' weighted sum of the signals — fitted on
-LoCoMo's dev half A by ``bench/fit_fusion.py`` and frozen in ``fusion_weights.json``. Either
+LoCoMo's dev half A by ``bench/fit_fusion.py`` and frozen in ``bench/fusion_weights.json``. Either
 way a nudge of at most ±nudge for importance is added (never enough to pass a clearly better
 match). Both are measured in docs/recall.md.
 Reciprocal-rank fusion with k = 60 measured worse and is not used.
@@ -165,7 +165,7 @@ def signals(candidates: Sequence[Candidate], groups: Mapping[str, float] | None 
 @dataclass(frozen=True)
 class Learned:
     """A linear scorer over :class:`Signals` fitted offline (``bench/fit_fusion.py``), its
-    coefficients frozen in ``fusion_weights.json``; scaled so that ``keyword`` is 1, the scale of
+    coefficients frozen in ``bench/fusion_weights.json``; scaled so that ``keyword`` is 1, the scale of
     the hand-set score that the later bounded terms (coverage, decay, importance) are sized for."""
 
     keyword: float

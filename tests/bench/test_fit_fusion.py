@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench import fit_fusion, locomo
-from engine.recall.learned import load_learned
+from bench.learned import load_learned
 from tests.bench.test_bench_smoke import fake_locomo
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.learned import WEIGHTS_FILE, load_learned
 from engine.recall.context import RecallSettings
 from engine.recall.fusion import Candidate, Learned, Signals, Weights, fuse, signals
-from engine.recall.learned import WEIGHTS_FILE, load_learned
 
 ROOT = Path(__file__).resolve().parents[3]
 FITTED = ("keyword", "meaning", "person", "session")
