@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench import locomo
+from bench.learned import load_learned
 from bench.paths import locomo_path
 from engine.recall.context import Recall, RecallSettings
 from engine.recall.freshness import LEXICAL_WEIGHT
@@ -307,20 +308,20 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def compare(model: Learned, dumps: list[Dump]) -> None:
+    """Print each dump's R@10 by the hand-set weights and by ``model``."""
+    for d in dumps:
+        hand_r10, learned_r10 = recall_at_10(hand(d) + d.nudge, d), recall_at_10(learned_score(model, d), d)
+        print(d.layout, "hand", hand_r10, "learned", learned_r10)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     dumps = [Dump.load(p) for p in args.dumps]
     fitted = args.features.split(",")
     model = fit_model(dumps, [d.half for d in dumps], args.window, args.l2, fitted, args.objective)
     print(json.dumps(model.__dict__))
     if args.cv:  # leave one conversation of half A out: is the fit better on what it did not see?
-        for d in dumps:
-            print(
-                d.layout,
-                "hand",
-                recall_at_10(hand(d) + d.nudge, d),
-                "learned",
-                recall_at_10(learned_score(model, d), d),
-            )
+        compare(model, dumps)
     if args.write:
         payload = {
             "about": "Learned fusion weights (engine.recall.fusion.Learned); do not edit by hand.",
@@ -339,18 +340,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from bench.learned import load_learned
-
     model = load_learned(args.weights) if args.weights else load_learned()
-    for p in args.dumps:
-        d = Dump.load(p)
-        print(
-            d.layout,
-            "hand",
-            recall_at_10(hand(d) + d.nudge, d),
-            "learned",
-            recall_at_10(learned_score(model, d), d),
-        )
+    compare(model, [Dump.load(p) for p in args.dumps])
     return 0
 
 
