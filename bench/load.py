@@ -105,8 +105,36 @@ def write_section(path: Path, section: str) -> None:
 TARGETS = {(8, 1, "mixed"): (400.0, 50.0), (32, 16, "mixed"): (400.0, 100.0)}
 
 
-def verdicts(outcomes: list[Outcome]) -> str:
-    """A "met?" line for each measured row that has a target (no rate limit): yes only if both hold."""
+def why(o: Outcome, target: tuple[float, float], cores: int) -> str:
+    """Why a row missed its target, from its own measurements: the CPU a call cost, process by
+    process, and the most calls/s ``cores`` could carry at that cost; "-" when it met it."""
+    rate, p99 = o.calls / o.elapsed, o.p(0.99)
+    if rate >= target[0] and p99 <= target[1]:
+        return "-"
+    if not o.cpu or not o.calls:
+        return "CPU per call not measured"
+    per_call = {role: seconds * 1000 / o.calls for role, seconds in o.cpu.items()}
+    cost = sum(per_call.values())
+    bound = "≥ " if o.engines_gone else ""
+    parts = ", ".join(f"{role} {ms:.1f}" for role, ms in per_call.items())
+    busy = rate * cost / (cores * 1000)
+    text = (
+        f"a call cost {bound}{cost:.1f} ms of CPU ({parts}); {cores} cores carry at most "
+        f"{cores * 1000 / cost:.0f} calls/s at that cost"
+    )
+    if rate < target[0]:
+        text += f", {target[0]:g} calls/s needs ≤ {cores * 1000 / target[0]:.1f} ms a call"
+    text += f"; the cores were {busy:.0%} busy"
+    if o.wakes:
+        wait = statistics.median(o.wakes) * 1000
+        text += f", and {len(o.wakes)} calls waited for an engine to start (p50 {wait:.0f} ms)"
+    return text
+
+
+def verdicts(outcomes: list[Outcome], cores: int | None = None) -> str:
+    """A "met?" line for each measured row that has a target (no rate limit): yes only if both
+    hold, and why not when not (:func:`why`)."""
+    cores = cores or os.cpu_count() or 1
     lines = []
     for o in outcomes:
         target = TARGETS.get((o.row.clients, o.row.workspaces, o.row.mix))
@@ -116,11 +144,11 @@ def verdicts(outcomes: list[Outcome]) -> str:
         met = "yes" if rate >= target[0] and p99 <= target[1] else "**no**"
         lines.append(
             f"| {o.row.clients} × {o.row.workspaces} {o.row.mix} | ≥ {target[0]:g} calls/s, p99 ≤ "
-            f"{target[1]:g} ms | {rate:.0f} calls/s, p99 {p99:.1f} ms | {met} |"
+            f"{target[1]:g} ms | {rate:.0f} calls/s, p99 {p99:.1f} ms | {met} | {why(o, target, cores)} |"
         )
     if not lines:
         return ""
-    return "\n| row | target | measured | met? |\n|---|---|---|---|\n" + "\n".join(lines) + "\n"
+    return "\n| row | target | measured | met? | why not |\n|---|---|---|---|---|\n" + "\n".join(lines) + "\n"
 
 
 def section(

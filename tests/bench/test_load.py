@@ -77,5 +77,22 @@ def test_a_row_with_a_target_says_no_when_it_misses_it() -> None:
     )
     fast = crowd.Outcome(row, 1.0, latencies=[0.01] * 500)
     fast.elapsed = 1.0
-    assert load.verdicts([fast]).rstrip().endswith("| yes |")
+    assert load.verdicts([fast]).rstrip().endswith("| yes | - |")
     assert load.verdicts([crowd.Outcome(crowd.Row.parse("2x1:reads"), 1.0, latencies=[0.01])]) == ""
+
+
+@pytest.mark.req("rel:load")
+def test_a_missed_target_says_why_from_the_rows_own_cpu_per_call() -> None:
+    row = crowd.Row.parse("8x1:mixed")
+    o = crowd.Outcome(row, 10.0, latencies=[0.01] * 2000)
+    o.elapsed = 10.0  # 200 calls/s
+    o.cpu = {"clients": 4.0, "gateway": 1.0, "engines": 5.0, "embedder": 10.0}  # 10 ms a call
+    line = load.verdicts([o], cores=2)
+    assert "| **no** |" in line
+    assert "a call cost 10.0 ms of CPU (clients 2.0, gateway 0.5, engines 2.5, embedder 5.0)" in line
+    assert "2 cores carry at most 200 calls/s at that cost, 400 calls/s needs ≤ 5.0 ms a call" in line
+    assert "the cores were 100% busy" in line
+    o.engines_gone = True
+    o.wakes = [4.0, 5.0, 6.0]
+    woke = load.verdicts([o], cores=2)
+    assert "a call cost ≥ 10.0 ms" in woke and "3 calls waited for an engine to start (p50 5000 ms)" in woke
