@@ -10,6 +10,7 @@ finished first.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 
@@ -25,6 +26,23 @@ def watch_parent(parent: int, *, interval: float = POLL_SECONDS) -> threading.Th
             if os.getppid() != parent:
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
+
+    thread = threading.Thread(target=run, name="almanac-lifeline", daemon=True)
+    thread.start()
+    return thread
+
+
+def watch_pidfd(pidfd: int) -> threading.Thread:
+    """Start a daemon thread that SIGTERMs this process once the process ``pidfd`` names exits
+    (an engine forked by the fork server watches the gateway itself, not its parent, the template:
+    it outlives a template that dies, and stops with the gateway)."""
+
+    def run() -> None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll():
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
 
     thread = threading.Thread(target=run, name="almanac-lifeline", daemon=True)
     thread.start()

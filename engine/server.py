@@ -48,14 +48,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from engine import admin, maintenance
+from engine import admin, forkserver, maintenance
 from engine import settings as engine_settings
 from engine.ageing.lifecycle import Lifecycle
 from engine.cores import one_blas_thread
 from engine.embed import Embedder, make_embedder
 from engine.errors import BadImport, NotAWorkspace, WorkspaceLocked
 from engine.index.indexer import MAX_ITEM_BYTES, Indexer
-from engine.lifeline import watch_parent
+from engine.lifeline import watch_parent, watch_pidfd
 from engine.memory import Memory
 from engine.recall.context import Recall, RecallSettings
 from engine.settings import PROVIDERS, EngineSettings
@@ -109,6 +109,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="start warm, then read one JSON line on stdin: {socket, dir, log} (the gateway's warm spare)",
     )
+    mode.add_argument(
+        "--fork-server",
+        action="store_true",
+        help="start warm, then fork one engine per JSON line {socket, dir, log} on stdin, reporting "
+        "on stdout (the gateway's fork server; Linux)",
+    )
     parser.add_argument("--dir", metavar="PATH", help="the workspace directory")
     parser.add_argument(
         "--create",
@@ -155,7 +161,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
-    if not args.await_assignment and not args.dir:
+    if not (args.await_assignment or args.fork_server) and not args.dir:
         parser.error("--dir is required")
     if args.index_max_bytes < 1:
         parser.error("--index-max-bytes must be a positive number of bytes")
@@ -205,6 +211,12 @@ def await_assignment(args: argparse.Namespace) -> bool:
         os.dup2(fd, 2)
         os.close(fd)
     return True
+
+
+def assigned(args: argparse.Namespace, assignment: forkserver.Assignment) -> None:
+    """In an engine the fork server forked: become the assigned workspace's engine."""
+    forkserver.become(assignment)
+    args.socket, args.dir = assignment.socket, assignment.dir
 
 
 def _bind(path: str) -> socket.socket:
@@ -381,11 +393,22 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     args = parse_args(argv)
     one_blas_thread()
-    if args.exit_with_parent:
-        watch_parent(parent)
-    prebuilt = warm_spare() if args.await_assignment else None
-    if args.await_assignment and not await_assignment(args):
-        return 0
+    if args.fork_server:
+        # the lifeline of every engine it forks: the gateway itself, watched without a thread here
+        lifeline = forkserver.gateway_pidfd(parent) if args.exit_with_parent else None
+        if args.exit_with_parent and lifeline is None:
+            return 0
+        prebuilt: tuple[Served, MCPServer] | None = warm_spare()
+        if not forkserver.serve(lambda assignment: assigned(args, assignment)):
+            return 0  # the template: its input ended
+        if lifeline is not None:
+            watch_pidfd(lifeline)
+    else:
+        if args.exit_with_parent:
+            watch_parent(parent)
+        prebuilt = warm_spare() if args.await_assignment else None
+        if args.await_assignment and not await_assignment(args):
+            return 0
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     root = Path(args.dir).resolve()
     if args.reindex or args.doctor or args.export or args.import_source:

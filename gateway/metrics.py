@@ -32,6 +32,13 @@ class Metrics:
             buckets=(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
             registry=r,
         )
+        self.starts_by_kind = Counter(
+            "almanac_engine_starts",
+            "Engines started, by how: forked from the fork server, the warm spare handed its "
+            "workspace, or spawned cold.",
+            ["kind"],
+            registry=r,
+        )
         self.starts_queued = Gauge(
             "almanac_engine_starts_queued",
             "Engine starts waiting for their turn in the start queue.",

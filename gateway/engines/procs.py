@@ -13,6 +13,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import anyio
 import httpx
@@ -29,6 +30,26 @@ class ExitedEarly(Exception):
         super().__init__(f"exited with status {returncode}")
         self.returncode = returncode
         self.tail = tail
+
+
+class Child(Protocol):
+    """An engine process as the supervisor watches it: its own child (:class:`anyio.abc.Process`)
+    or one the fork server forked (``gateway.engines.forkserver.ForkedEngine``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+@runtime_checkable
+class Signalled(Protocol):
+    """A process signalled through a handle of its own (a pidfd), not by its pid."""
+
+    def signal(self, sig: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +90,7 @@ def log_tail(path: Path, since: int = 0) -> str:
         return ""
 
 
-async def wait_healthy(proc: Process, spec: Spec, *, log_from: int = 0) -> None:
+async def wait_healthy(proc: Child, spec: Spec, *, log_from: int = 0) -> None:
     """Poll ``GET /healthz`` on the socket until it answers 200 (the caller bounds the wait).
 
     Raises :class:`ExitedEarly` as soon as the child exits."""
@@ -90,7 +111,7 @@ async def wait_healthy(proc: Process, spec: Spec, *, log_from: int = 0) -> None:
             await anyio.sleep(_POLL_INTERVAL)
 
 
-async def stop(proc: Process, grace: float) -> int:
+async def stop(proc: Child, grace: float) -> int:
     """SIGTERM, wait up to ``grace`` seconds, then SIGKILL. Returns the exit status."""
     if proc.returncode is None:
         _signal(proc, signal.SIGTERM)
@@ -103,7 +124,7 @@ async def stop(proc: Process, grace: float) -> int:
     return proc.returncode if proc.returncode is not None else -1
 
 
-async def kill(proc: Process) -> int:
+async def kill(proc: Child) -> int:
     if proc.returncode is None:
         _signal(proc, signal.SIGKILL)
     with anyio.CancelScope(shield=True):
@@ -111,7 +132,10 @@ async def kill(proc: Process) -> int:
     return proc.returncode if proc.returncode is not None else -1
 
 
-def _signal(proc: Process, sig: signal.Signals) -> None:
+def _signal(proc: Child, sig: signal.Signals) -> None:
+    if isinstance(proc, Signalled):
+        proc.signal(sig)
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, sig)
 

@@ -6,6 +6,10 @@ it exits unasked; and the host never runs more than ``max_engines`` (idle ones a
 make room). When an engine cannot be had, :meth:`Supervisor.lease` raises a
 :class:`~gateway.errors.WorkspaceUnavailable` and the caller forwards nothing.
 
+A start forks the engine from the fork server's warm template when one is ready
+(:mod:`gateway.engines.forkserver`), else hands the warm spare its workspace
+(:mod:`gateway.engines.spare`, when the fork server is off), else spawns the engine cold.
+
 Starts are queued (:mod:`gateway.engines.startq`): at most ``start_concurrency`` at once, first come
 first served. A start runs beside its callers, not inside them: a caller waits at most
 ``start_timeout`` and then gets 503 ``engine_start_timeout`` with a ``Retry-After`` from the queue,
@@ -39,10 +43,11 @@ from types import TracebackType
 
 import anyio
 import httpx
-from anyio.abc import Process, TaskGroup
+from anyio.abc import TaskGroup
 
 from gateway import logs
-from gateway.engines import policy, procs
+from gateway.engines import forkserver, policy, procs
+from gateway.engines.forkserver import ForkedEngine, ForkServer
 from gateway.engines.spare import WarmSpare
 from gateway.engines.startq import StartQueue
 from gateway.engines.wire import EngineTransport
@@ -84,6 +89,9 @@ class SupervisorConfig:
     embedder_socket: Path | None = None
     engine_settings_file: Path | None = None
     warm_spare: bool = True
+    #: with ``warm_spare``: the warm engine is a fork server's template, forking every engine
+    #: (where the host has pidfds), rather than a spare handed one workspace
+    fork_server: bool = True
     import_max_unpacked_bytes: int | None = None  # passed as --import-max-bytes
     #: starts under way at once (more wait their turn in the queue)
     start_concurrency: int = 1
@@ -105,7 +113,7 @@ class Slot:
     workspace_id: str
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     state: State = State.STOPPED
-    proc: Process | None = None
+    proc: procs.Child | None = None
     client: httpx.AsyncClient | None = None
     #: the transport under ``client`` (one connection pool): the /mcp proxy sends through it directly
     transport: httpx.AsyncBaseTransport | None = None
@@ -156,8 +164,9 @@ def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> 
     return tuple(argv)
 
 
-def spare_argv(config: SupervisorConfig) -> tuple[str, ...]:
-    argv = [*config.engine_command, "--await-assignment", "--exit-with-parent"]
+def spare_argv(config: SupervisorConfig, mode: str = "--await-assignment") -> tuple[str, ...]:
+    """The warm spare's command line (``mode`` ``--fork-server``: the fork server's)."""
+    argv = [*config.engine_command, mode, "--exit-with-parent"]
     if config.embedder_socket is not None:
         argv += ["--embedder-socket", str(config.embedder_socket)]
     if config.engine_settings_file is not None:
@@ -184,9 +193,18 @@ class Supervisor:
         self._log = logs.get()
         # node mode: raises unless this node holds the workspace's lease (gateway.cluster.router)
         self.admit: Callable[[str], Awaitable[None]] | None = None
+        self._forks = (
+            ForkServer(
+                spare_argv(config, "--fork-server"),
+                config.data_dir / "logs" / "forkserver.log",
+                on_lost=self._fork_server_lost,
+            )
+            if config.warm_spare and config.fork_server and forkserver.supported()
+            else None
+        )
         self._spare = (
             WarmSpare(spare_argv(config), config.data_dir / "logs" / "spare.log")
-            if config.warm_spare
+            if config.warm_spare and self._forks is None
             else None
         )
         self._closing = False
@@ -200,6 +218,9 @@ class Supervisor:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reaper)
+        if self._forks is not None:
+            await self._tg.start(self._forks.run)
+            self._tg.start_soon(self._forks.fill)
         if self._spare is not None:
             self._tg.start_soon(self._spare.fill)
         return self
@@ -213,6 +234,8 @@ class Supervisor:
             await self.stop_all(reason="shutdown")
             if self._spare is not None:
                 await self._spare.close(self.config.stop_timeout)
+            if self._forks is not None:
+                await self._forks.close(self.config.stop_timeout)
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(et, exc, tb)
@@ -399,10 +422,8 @@ class Supervisor:
         try:
             # shielded: a process spawned as the start is cancelled must still be seen, and killed below
             with anyio.CancelScope(shield=True):
-                taken = await self._spare.take(socket, workspace_dir, spec.log) if self._spare else None
-                proc = taken if taken is not None else await procs.spawn(spec)
-            if taken is not None and self._tg is not None:
-                self._tg.start_soon(self._spare_refill)
+                warm, kind = await self._warm_start(slot, socket, workspace_dir, spec.log)
+                proc: procs.Child = warm if warm is not None else await procs.spawn(spec)
         except OSError as exc:
             raise self._failed(slot, EngineStartFailed, f"the engine could not be spawned: {exc}") from exc
         slot.proc = proc
@@ -447,6 +468,7 @@ class Supervisor:
         elapsed = slot.last_used - started
         self.queue.record_start(elapsed)
         self.metrics.cold_starts.inc()
+        self.metrics.starts_by_kind.labels(kind).inc()
         self.metrics.cold_start_seconds.observe(elapsed)
         self.metrics.engines_running.set(len(self.running()))
         logs.event(
@@ -455,18 +477,49 @@ class Supervisor:
             "engine.start",
             workspace=slot.workspace_id,
             pid=proc.pid,
+            kind=kind,
             seconds=round(elapsed, 4),
         )
         assert self._tg is not None, "use the supervisor as an async context manager"
         self._tg.start_soon(self._watch, slot, proc, slot.generation)
 
-    async def _spare_refill(self) -> None:
-        """Start the next spare once no start is queued or under way: a spare importing its libraries
-        takes CPU from the starts a caller waits for."""
-        assert self._spare is not None
+    async def _warm_start(
+        self, slot: Slot, socket: Path, workspace_dir: Path, log: Path
+    ) -> tuple[procs.Child | None, str]:
+        """The engine forked from the fork server's template, or the warm spare handed the
+        workspace; (None, "cold") when neither is to be had (the caller spawns the engine)."""
+        if self._forks is not None:
+            forked = await self._forks.fork(socket, workspace_dir, log)
+            if isinstance(forked, ForkedEngine):
+                return forked, "fork"
+            logs.event(
+                self._log, logging.INFO, "engine.fork_unavailable", workspace=slot.workspace_id, why=forked
+            )
+            self._refill_later()  # a template that is gone comes back once the starts are done
+        elif self._spare is not None:
+            taken = await self._spare.take(socket, workspace_dir, log)
+            if taken is not None:
+                self._refill_later()
+                return taken, "spare"
+        return None, "cold"
+
+    def _refill_later(self) -> None:
+        if self._tg is not None and not self._closing:
+            self._tg.start_soon(self._refill)
+
+    def _fork_server_lost(self) -> None:
+        logs.event(self._log, logging.WARNING, "engine.fork_server_lost")
+        self._refill_later()
+
+    async def _refill(self) -> None:
+        """Start the next spare (or fork server) once no start is queued or under way: one importing
+        its libraries takes CPU from the starts a caller waits for."""
         await self.queue.idle()
         try:
-            await self._spare.fill()
+            if self._forks is not None:
+                await self._forks.fill()
+            elif self._spare is not None:
+                await self._spare.fill()
         except OSError as exc:
             logs.event(self._log, logging.WARNING, "engine.spare_failed", error=str(exc))
 
@@ -476,7 +529,7 @@ class Supervisor:
         gate = policy.start_gate(self.config.restart, slot.failures, now)
         return kind(message, retry_after=max(self.config.retry_after, gate.delay))
 
-    async def _watch(self, slot: Slot, proc: Process, generation: int) -> None:
+    async def _watch(self, slot: Slot, proc: procs.Child, generation: int) -> None:
         """Wait for the engine to exit; an exit nobody asked for is a crash: restart after backoff."""
         returncode = await proc.wait()
         if slot.generation != generation or slot.state is not State.RUNNING:
@@ -607,6 +660,16 @@ class Supervisor:
     @property
     def spare_pid(self) -> int | None:
         return None if self._spare is None else self._spare.pid
+
+    @property
+    def is_fork_server_ready(self) -> bool:
+        """Whether the next start forks its engine (a template is up and has warmed up)."""
+        return self._forks is not None and self._forks.ready
+
+    @property
+    def fork_server_pid(self) -> int | None:
+        """The fork server's template, while it is alive."""
+        return None if self._forks is None else self._forks.pid
 
     def pids(self) -> dict[str, int]:
         return {s.workspace_id: s.proc.pid for s in self._slots.values() if s.proc is not None}

@@ -33,7 +33,9 @@ def _engine_args(argv: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.req("settings:layers")
-def test_the_engine_parses_the_supervisors_engine_and_spare_argument_lists(tmp_path: Path) -> None:
+def test_the_engine_parses_the_supervisors_engine_spare_and_fork_server_argument_lists(
+    tmp_path: Path,
+) -> None:
     settings = tmp_path / "engine-settings.json"
     config = make_config(tmp_path, embedder_socket=tmp_path / "embedder.sock", engine_settings_file=settings)
     args = parse_args(_engine_args(engine_argv(config, tmp_path / "a.sock", tmp_path / "ws" / "a")))
@@ -44,6 +46,9 @@ def test_the_engine_parses_the_supervisors_engine_and_spare_argument_lists(tmp_p
     spare = parse_args(_engine_args(spare_argv(config)))
     assert spare.await_assignment and spare.settings == settings and spare.exit_with_parent
     assert spare.embedder_socket == str(tmp_path / "embedder.sock")
+    forks = parse_args(_engine_args(spare_argv(config, "--fork-server")))
+    assert forks.fork_server and not forks.await_assignment and forks.settings == settings
+    assert forks.exit_with_parent and forks.embedder_socket == str(tmp_path / "embedder.sock")
     bare = make_config(tmp_path)  # no embedder, no settings file: the lists still parse
     assert parse_args(_engine_args(engine_argv(bare, tmp_path / "b.sock", tmp_path / "b"))).settings is None
     assert parse_args(_engine_args(spare_argv(bare))).await_assignment
@@ -52,7 +57,11 @@ def test_the_engine_parses_the_supervisors_engine_and_spare_argument_lists(tmp_p
 @pytest.mark.req("rel:fuzz")
 def test_the_operators_unpacked_import_limit_reaches_every_engine(tmp_path: Path) -> None:
     config = make_config(tmp_path, import_max_unpacked_bytes=5_000_000)
-    for argv in (engine_argv(config, tmp_path / "a.sock", tmp_path / "a"), spare_argv(config)):
+    for argv in (
+        engine_argv(config, tmp_path / "a.sock", tmp_path / "a"),
+        spare_argv(config),
+        spare_argv(config, "--fork-server"),
+    ):
         args = parse_args(_engine_args(argv))
         assert import_limits(args) == Limits(file_bytes=MAX_ITEM_BYTES, total_bytes=5_000_000)
     bare = parse_args(_engine_args(engine_argv(make_config(tmp_path), tmp_path / "b.sock", tmp_path / "b")))
@@ -95,8 +104,14 @@ async def test_engines_started_with_a_settings_file_answer_cold_and_from_the_spa
     settings.write_text(json.dumps({"half_life_days": 30, "embedding_provider": "off"}))
     async with supervising(make_config(tmp_path, engine_settings_file=settings, warm_spare=False)) as sup:
         assert await healthz(sup, "ws_cold") == 200
-    async with supervising(make_config(tmp_path / "s", engine_settings_file=settings)) as sup:
+    async with supervising(
+        make_config(tmp_path / "s", engine_settings_file=settings, fork_server=False)
+    ) as sup:
         await _until(lambda: sup.spare_pid is not None, "a spare")
         spare = sup.spare_pid
         assert await healthz(sup, "ws_warm") == 200
         assert sup.pids()["ws_warm"] == spare
+    async with supervising(make_config(tmp_path / "f", engine_settings_file=settings)) as sup:
+        await _until(lambda: sup.is_fork_server_ready, "the fork server")
+        assert await healthz(sup, "ws_forked") == 200
+        assert sup.metrics.starts_by_kind.labels("fork")._value.get() == 1

@@ -212,7 +212,7 @@ async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
 @pytest.mark.req("gw:spawn")
 @pytest.mark.req("perf:cold-start")
 async def test_a_warm_spare_takes_the_next_cold_start_and_is_replaced(tmp_path: Path) -> None:
-    async with supervising(make_config(tmp_path)) as sup:
+    async with supervising(make_config(tmp_path, fork_server=False)) as sup:
         await _until(lambda: sup.spare_pid is not None, "a spare")
         first_spare = sup.spare_pid
         assert await healthz(sup, "ws1") == 200
@@ -226,7 +226,7 @@ async def test_a_warm_spare_takes_the_next_cold_start_and_is_replaced(tmp_path: 
 async def test_without_a_spare_engines_start_the_ordinary_way(tmp_path: Path) -> None:
     async with supervising(make_config(tmp_path, warm_spare=False)) as sup:
         assert await healthz(sup, "ws1") == 200
-        assert sup.spare_pid is None
+        assert sup.spare_pid is None and sup.fork_server_pid is None
 
 
 def _running_with(marker: str) -> list[int]:

@@ -122,7 +122,7 @@ async def test_retry_after_grows_with_the_position_in_the_queue(tmp_path: Path) 
 async def test_shutdown_with_starts_queued_leaves_no_process(tmp_path: Path) -> None:
     """The first start takes the warm spare; the refill waits for the queue to empty; shutdown
     comes while one start is under way and the rest are queued."""
-    config = make_config(tmp_path, start_concurrency=1, start_timeout=0.0)
+    config = make_config(tmp_path, start_concurrency=1, start_timeout=0.0, fork_server=False)
     with anyio.fail_after(120):
         async with supervising(config) as sup:
             while sup.spare_pid is None:
