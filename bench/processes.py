@@ -123,29 +123,45 @@ def workspace_of(pid: int) -> str | None:
 
 
 def engine_children(pid: int) -> dict[str, int]:
-    """The gateway's child processes by role: workspace dir for engines, ``embedder`` for the
-    embedder service, ``spare`` for a warm spare engine not yet handed a workspace."""
+    """The gateway's engine processes by role: workspace dir for engines (its children, or the fork
+    server's), ``embedder`` for the embedder service, ``spare`` for the warm engine holding no
+    workspace (a warm spare, or the fork server's template)."""
     found: dict[str, int] = {}
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            listed = (task / "children").read_text().split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        for child in listed:
-            try:
-                argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
-            except OSError:  # the child exited meanwhile
-                continue
-            if "engine.embed" in argv:
-                found["embedder"] = int(child)
-            elif "engine" in argv:
-                found[workspace_of(int(child)) or "spare"] = int(child)
+    for child in _children(pid):
+        argv = _argv(child)
+        if "engine.embed" in argv:
+            found["embedder"] = child
+        elif "--fork-server" in argv:
+            found["spare"] = child
+            for forked in _children(child):
+                served = workspace_of(forked)
+                if served is not None:
+                    found[served] = forked
+        elif "engine" in argv:
+            found[workspace_of(child) or "spare"] = child
     return found
 
 
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return found
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:  # the process exited meanwhile
+        return []
+
+
 #: Where the kernel parks a process blocked reading its stdin: a pipe (asyncio's subprocesses) or
-#: a socket pair (uvloop's, libuv's stdio for a child).
-STDIN_WAITS = ("pipe_read", "unix_stream_read")
+#: a socket pair (uvloop's, libuv's stdio for a child); a fork server waits in epoll instead.
+STDIN_WAITS = ("pipe_read", "unix_stream_read", "epoll_wait")
 
 
 def wait_for_spare(gateway_pid: int, timeout: float = 30.0) -> None:

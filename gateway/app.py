@@ -152,6 +152,7 @@ def build(settings: Settings) -> Components:
             engine_settings_file=settings.engine_settings_file,
             import_max_unpacked_bytes=settings.import_max_unpacked_bytes,
             warm_spare=settings.engine_warm_spare,
+            fork_server=settings.engine_fork_server,
             start_concurrency=settings.engine_start_concurrency or startq.default_concurrency(),
             start_kill_timeout=settings.engine_start_kill_timeout,
         ),

@@ -80,6 +80,7 @@ class Settings:
     engine_stop_timeout: float = field(default=10.0, metadata={"min": 0.1})
     engine_max_connections: int = field(default=100, metadata={"min": 1})
     engine_warm_spare: bool = True
+    engine_fork_server: bool = True  # with engine_warm_spare: fork engines from it (Linux)
     max_engines: int = field(default=50, metadata={"min": 1})
     restart_backoff_initial: float = field(default=0.5, metadata={"min": 0.0})
     restart_backoff_max: float = field(default=30.0, metadata={"min": 0.0})

@@ -50,6 +50,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """Children of ``pid`` and, for a fork server among them, the engines it forked."""
+    found = children(pid)
+    return found + [
+        forked for child in found if "--fork-server" in cmdline(child) for forked in children(child)
+    ]
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
@@ -107,9 +115,9 @@ class Gateway:
     def engines(self) -> dict[Path, int]:
         """Running engine processes, by workspace directory."""
         found: dict[Path, int] = {}
-        for pid in children(self.proc.pid):
+        for pid in descendants(self.proc.pid):
             served = workspace_of(pid) if "engine" in cmdline(pid) and alive(pid) else None
-            if served is not None:  # a warm spare holds no workspace yet
+            if served is not None:  # a warm spare, or the fork server's template, holds no workspace
                 found[Path(served)] = pid
         return found
 
@@ -200,8 +208,9 @@ def start_gateway(
 
 
 def _kill_tree(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL ``proc`` and every process it started (engines, the warm spare, the embedder)."""
-    for pid in children(proc.pid):
+    """SIGKILL ``proc`` and every process it started (engines, the warm spare or fork server, the
+    embedder)."""
+    for pid in descendants(proc.pid):
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     proc.kill()

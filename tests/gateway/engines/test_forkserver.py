@@ -16,6 +16,7 @@ import pytest
 from bench.processes import workspace_of
 from gateway.control.records import Principal
 from gateway.engines.calls import call_tool
+from gateway.engines.supervisor import Supervisor
 from gateway.errors import EngineStartTimeout
 from tests.gateway.engines.test_supervisor import Clock, _until, alive, healthz, make_config, supervising
 
@@ -30,8 +31,9 @@ def threads_of(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-def starts(sup: object, kind: str) -> float:
-    return sup.metrics.starts_by_kind.labels(kind)._value.get()  # type: ignore[attr-defined, no-any-return]
+def starts(sup: Supervisor, kind: str) -> float:
+    """``almanac_engine_starts_total{kind=…}`` as /metrics shows it."""
+    return sup.metrics.registry.get_sample_value("almanac_engine_starts_total", {"kind": kind}) or 0.0
 
 
 @pytest.mark.req("gw:spawn", "perf:cold-start", "rel:load")
@@ -60,6 +62,7 @@ async def test_workspaces_started_at_once_each_get_an_engine_forked_from_the_tem
             assert isinstance(answers[ws], dict), answers[ws]
             assert parent_of(pid) == template  # forked, not spawned by the gateway
             assert workspace_of(pid) == str(tmp_path / "workspaces" / ws)
+            assert (tmp_path / "logs" / f"{ws}.log").exists()  # its own log, not the template's
             stored = "".join(p.read_text() for p in (tmp_path / "workspaces" / ws / "notes").rglob("*.md"))
             assert f"{ws} note" in stored and all(f"{o} note" not in stored for o in pids if o != ws)
         assert (starts(sup, "fork"), starts(sup, "cold")) == (4, 0)
@@ -137,7 +140,14 @@ def descendants() -> list[int]:
         kids = [pid for pid, parent in parents.items() if parent in frontier]
         found += kids
         frontier = kids
-    return [pid for pid in found if b"engine" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [pid for pid in found if b"engine" in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.req("gw:spawn")
