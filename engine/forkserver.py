@@ -76,11 +76,14 @@ class _Template:
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, int] = {}  # pidfd -> pid
         self.pending = b""
+        # the replies get stdout's pipe to themselves; anything a library prints goes to the log
+        self.wire = os.dup(1)
+        os.dup2(2, 1)
 
     def reply(self, message: dict[str, object]) -> None:
         data = (json.dumps(message) + "\n").encode()
         while data:
-            data = data[os.write(1, data) :]
+            data = data[os.write(self.wire, data) :]
 
     def run(self, become: Callable[[Assignment], None]) -> bool:
         """Serve until end of input (False); True in a forked child, once ``become`` has run."""
@@ -140,6 +143,7 @@ class _Template:
     def leave(self) -> None:
         """In a forked child: drop what belongs to the template (its loop, its siblings' pidfds)."""
         self.selector.close()
+        os.close(self.wire)
         for pidfd in self.children:
             os.close(pidfd)
         self.children.clear()

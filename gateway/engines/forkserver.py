@@ -177,6 +177,8 @@ class ForkServer:
         try:
             while True:
                 message = json.loads(await lines.receive_until(b"\n", MAX_LINE))
+                if not isinstance(message, dict):
+                    raise ValueError(f"not a fork server's reply: {message!r}")
                 if "exit" in message:
                     engine = self._engines.pop(int(message["exit"]), None)
                     if engine is not None:
