@@ -69,16 +69,14 @@ def gateway_pidfd(parent: int) -> int | None:
     return fd
 
 
-class _Template:
+class Template:
     """The fork server's loop: assignments in, forks and exits reported out."""
 
-    def __init__(self) -> None:
+    def __init__(self, wire: int) -> None:
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, int] = {}  # pidfd -> pid
         self.pending = b""
-        # the replies get stdout's pipe to themselves; anything a library prints goes to the log
-        self.wire = os.dup(1)
-        os.dup2(2, 1)
+        self.wire = wire
 
     def reply(self, message: dict[str, object]) -> None:
         data = (json.dumps(message) + "\n").encode()
@@ -179,4 +177,7 @@ def serve(become_engine: Callable[[Assignment], None]) -> bool:
     child after ``become_engine`` (it then serves its workspace)."""
     gc.collect()
     gc.freeze()  # the warm objects stay out of every child's collections: their pages stay shared
-    return _Template().run(become_engine)
+    # the replies get stdout's pipe to themselves; anything a library prints goes to the log
+    wire = os.dup(1)
+    os.dup2(2, 1)
+    return Template(wire).run(become_engine)

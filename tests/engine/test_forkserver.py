@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from bench.processes import accepting
+from engine.forkserver import Template as Loop
 from engine.forkserver import parse
 from tests.engine.support import engine_command
 
@@ -131,3 +133,22 @@ def test_an_assignment_line_is_parsed_or_refused_saying_what_is_expected() -> No
     for bad in (b"[]", b"{}", b"nope", b'{"socket": "s"}'):
         with pytest.raises(ValueError, match=r"expected \{socket, dir, log\}"):
             parse(bad)
+
+
+@pytest.mark.req("gw:spawn")
+def test_the_template_refuses_to_fork_while_another_thread_runs() -> None:
+    """fork() would copy only the calling thread: the template says so and forks nothing."""
+    read, write = os.pipe()
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        forked = Loop(write).fork(b'{"socket": "s", "dir": "d"}', lambda _: pytest.fail("forked"))
+    finally:
+        done.set()
+        other.join()
+    assert forked is False
+    reply = json.loads(os.read(read, 4096))
+    assert reply["error"].startswith("the fork server runs ") and "it forks only with one" in reply["error"]
+    os.close(read)
+    os.close(write)
