@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from engine.index.kept import Group, KeptGroups, KeptVectors, UntilWrite, Vectors
-from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
+from engine.index.keywords import KeywordPlan, plan_keywords
 from engine.index.pool import ReadConnections
 from engine.index.schema import CHUNK_SELECT, CHUNKS, FACT_SELECT, FACTS, ChunkRow, FactRow, marks
+from engine.index.terms import DF_SAMPLE, TermCounts, expression, fts_rows, newest_floor
 from engine.index.vectors import VectorMatrix, unit
 
 __all__ = ["IndexReader", "UntilWrite", "Vectors", "blob"]
@@ -21,8 +22,6 @@ __all__ = ["IndexReader", "UntilWrite", "Vectors", "blob"]
 #: Read connections at most: reads run SQLite and numpy with the interpreter lock released, so a
 #: few overlap on a few cores; each more holds its own page cache and file descriptors.
 READERS = 4
-#: Above this many rows, a term's document frequency is estimated from the newest this many.
-DF_SAMPLE = 4096
 #: Chunk rows kept between writes (:meth:`IndexReader.chunk_rows`): ≈ 2.4 KB each at the live shape,
 #: whose 1,849 chunks fit; a search reads ≈ 100–200 of them.
 ROW_CACHE = 2048
@@ -51,7 +50,7 @@ class IndexReader:
         self._mutex = threading.Lock()  # the writer's hand-over (never waits for a search)
         self._matrices = KeptVectors(dim)
         self._groups = KeptGroups()
-        self._stats: dict[str, tuple[int, dict[str, TermStats], int]] = {}
+        self._terms = TermCounts()
         self._rows: UntilWrite[int, ChunkRow] = UntilWrite()
         self._lookups: UntilWrite[tuple[Any, ...], Any] = UntilWrite(LOOKUP_CACHE)
 
@@ -112,13 +111,13 @@ class IndexReader:
         (:func:`~engine.index.keywords.plan_keywords`); returns the matches and the plan. With
         ``informative_only``, an uninformative plan is not run at all."""
         with self.reading() as db:
-            stats, rows = self._term_stats(db, table, terms)
+            stats, rows = self._terms.get(db, table, terms, self.version)
             plan = plan_keywords(terms, stats, rows, budget)
             if not plan.terms or (informative_only and plan.uninformative):
                 return [], plan
             w = ", ".join(f"{x:g}" for x in weights)
-            where, args = f"{table}_fts MATCH ?", list[object]([_expression(plan.terms)])
-            floor = None if plan.window is None else _newest_floor(db, table, plan.window)
+            where, args = f"{table}_fts MATCH ?", list[object]([expression(plan.terms)])
+            floor = None if plan.window is None else newest_floor(db, table, plan.window)
             if floor is not None:
                 where += " AND rowid >= ?"
                 args.append(floor)
@@ -127,30 +126,6 @@ class IndexReader:
             )
             found = [(int(r), -float(s)) for r, s in db.execute(sql, (*args, limit))]
         return found, plan
-
-    def _term_stats(self, db: Any, table: str, terms: Sequence[str]) -> tuple[dict[str, TermStats], int]:
-        """Rows of ``<table>_fts`` (as bm25 counts them) and each term's document frequency —
-        exact up to :data:`DF_SAMPLE` rows, else estimated from the newest ``DF_SAMPLE`` rows
-        (a term not among them counts as rare). Cached until the next write (as
-        :class:`~engine.index.kept.UntilWrite`: the count and its answers replaced whole)."""
-        changes = self.version
-        cached = self._stats.get(table)
-        if cached is None or cached[0] != changes:
-            cached = self._stats[table] = (changes, {}, _fts_rows(db, table))
-        _, known, rows = cached
-        missing = [t for t in terms if t not in known]
-        if missing:
-            floor = _newest_floor(db, table, DF_SAMPLE) if rows > DF_SAMPLE else None
-            for term in missing:
-                sql = f"SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?"
-                if floor is None:
-                    df = int(db.execute(sql, (_expression([term]),)).fetchall()[0][0])
-                else:
-                    sql += " AND rowid >= ?"
-                    seen = int(db.execute(sql, (_expression([term]), floor)).fetchall()[0][0])
-                    df = max(1, seen * rows // DF_SAMPLE)
-                known[term] = TermStats(df)
-        return {t: known[t] for t in terms}, rows
 
     def subject_share(self, name: str) -> float:
         """Of the chunks whose words mention ``name`` (any column), the share whose subject
@@ -162,10 +137,10 @@ class IndexReader:
         def read(db: Any) -> float:
             sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
             args: list[Any] = []
-            if _fts_rows(db, "chunks") > DF_SAMPLE:
+            if fts_rows(db, "chunks") > DF_SAMPLE:
                 sql += " AND rowid >= ?"
-                args = [_newest_floor(db, "chunks", DF_SAMPLE) or 0]
-            quoted = _expression([term])
+                args = [newest_floor(db, "chunks", DF_SAMPLE) or 0]
+            quoted = expression([term])
             mentions = int(db.execute(sql, (quoted, *args)).fetchall()[0][0])
             subject = int(db.execute(sql, (f"speaker : {quoted}", *args)).fetchall()[0][0])
             return subject / mentions if mentions else 0.0
@@ -273,11 +248,11 @@ class IndexReader:
         term = name.casefold()
 
         def read(db: Any) -> tuple[int, ...]:
-            stats, rows = self._term_stats(db, "chunks", [term])
+            stats, rows = self._terms.get(db, "chunks", [term], self.version)
             if stats[term].df > max(most, int(rows * share)):
                 return ()
             sql = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rowid LIMIT ?"
-            return tuple(int(r) for (r,) in db.execute(sql, (f"text : {_expression([term])}", most)))
+            return tuple(int(r) for (r,) in db.execute(sql, (f"text : {expression([term])}", most)))
 
         return list(self._until_write(("rare", term, most, share), read))
 
@@ -387,31 +362,6 @@ class IndexReader:
                     yield ("vector", table, *names, _rounded(data))
 
 
-def _newest_floor(db: Any, table: str, n: int) -> int | None:
-    """The id of the ``n``-th newest row of ``table`` (None if it has fewer). Read from the
-    keyword index's per-row sizes (``<table>_fts_docsize``, one tiny row per row of ``table``,
-    same ids, kept in step by the triggers): stepping over the table's own rows, ≈ 2.4 KB
-    each, read a page per row — 49 ms for 8,000 rows at 100,000 chunks against 0.1 ms."""
-    sql = f"SELECT id FROM {table}_fts_docsize ORDER BY id DESC LIMIT 1 OFFSET ?"
-    found = db.execute(sql, (n - 1,)).fetchall()
-    return int(found[0][0]) if found else None
-
-
-def _fts_rows(db: Any, table: str) -> int:
-    """The row count FTS5's bm25 uses (the first varint of the table's 'averages' record)."""
-    found = db.execute(f"SELECT block FROM {table}_fts_data WHERE id = 1").fetchall()
-    if not found:
-        return 0
-    value = 0
-    for i, byte in enumerate(bytes(found[0][0])[:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            break
-    return value
-
-
 def _read_groups(db: Any, keys: Sequence[str] | None) -> dict[str, Group]:
     out: dict[str, Group] = {}
     sql = "SELECT key, id, vector FROM groups"
@@ -421,11 +371,6 @@ def _read_groups(db: Any, keys: Sequence[str] | None) -> dict[str, Group]:
     for key, rowid, data in db.execute(sql, args):
         out[str(key)] = (int(rowid), None if data is None else unit(np.frombuffer(data, dtype="<f4")))
     return out
-
-
-def _expression(terms: Sequence[str]) -> str:
-    """Terms as FTS5 strings joined by OR (the same quoting as ``recall.query.fts_expression``)."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 def _rounded(data: bytes | None) -> tuple[float, ...] | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.index import reads
+from engine.index import reads, terms
 from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
 from engine.index.schema import CHUNK_SELECT, CHUNK_WEIGHTS, ChunkRow, marks
 from engine.index.vectors import VectorMatrix
@@ -204,7 +204,7 @@ def test_newest_floor_is_the_tables_own_nth_newest_id(tmp_path: Path) -> None:
             for table in ("chunks", "facts", "groups"):
                 ids = [int(r) for (r,) in conn.execute(f"SELECT id FROM {table} ORDER BY id DESC")]
                 assert ids, table
-                floors = [reads._newest_floor(conn, table, n) for n in range(1, len(ids) + 2)]
+                floors = [terms.newest_floor(conn, table, n) for n in range(1, len(ids) + 2)]
                 assert floors == [*ids, None]
 
 
