@@ -1,10 +1,10 @@
 """The index database: one SQLite file through apsw, with FTS5 and sqlite-vec (``engine:index``).
 
 A thin shell: every method is one short transaction under one lock (the engine is the one
-writer; WAL lets readers of other processes, such as a ``doctor``, look in). Searches read on
-connections of their own (:attr:`IndexDB.reader`, a bounded pool), so a read never waits for a
-write's transaction nor for another search: what a write changed is handed to the reader's
-in-memory copies only once it is committed. What goes into the rows is decided by :mod:`engine.index.docs`.
+writer; WAL lets readers of other processes, such as a ``doctor``, look in). Searches read on a
+connection of their own (:attr:`IndexDB.reader`), so a read never waits for a write's
+transaction: what a write changed is handed to the reader's in-memory copies only once it is
+committed. What goes into the rows is decided by :mod:`engine.index.docs`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ CLEAN_MARK = "clean_stop"
 class IndexDB:
     """``<workspace>/.index/index.sqlite``: chunks, facts, links, groups and their FTS/vector tables.
 
-    This is the writer; :attr:`reader` (an :class:`~engine.index.reads.IndexReader` over read
-    connections of its own, in WAL mode) does the searching and keeps the in-memory copies
+    This is the writer; :attr:`reader` (an :class:`~engine.index.reads.IndexReader` over a
+    connection and lock of its own, in WAL mode) does the searching and keeps the in-memory copies
     the writer tells it about after each commit."""
 
     def __init__(self, path: Path, model_id: str, dim: int) -> None:
@@ -64,7 +64,7 @@ class IndexDB:
         self._touched: dict[str, set[int]] = {"chunks": set(), "facts": set()}
         self._groups: set[str] = set()
         self._depth = 0
-        self.reader = IndexReader(self._connect_reader, dim)
+        self.reader = IndexReader(self._connect(), threading.RLock(), dim)
         self._ensure_vectors()
 
     @property
@@ -82,17 +82,6 @@ class IndexDB:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # the index is derived: a lost tail is rebuilt
         db.execute("PRAGMA secure_delete=ON")  # a deleted row's bytes are overwritten (life:delete)
-        return db
-
-    def _connect_reader(self) -> Any:
-        """A read connection (:mod:`engine.index.pool`): the database is in WAL mode already, and
-        ``query_only`` makes sure a reader never takes the write lock."""
-        db = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READWRITE)
-        db.enable_load_extension(True)
-        db.load_extension(sqlite_vec.loadable_path())
-        db.enable_load_extension(False)
-        db.set_busy_timeout(5000)
-        db.execute("PRAGMA query_only=1")
         return db
 
     def _check(self) -> None:

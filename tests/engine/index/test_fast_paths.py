@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.index import reads, terms
+from engine.index import reads
 from engine.index.keywords import KeywordPlan, TermStats, plan_keywords
 from engine.index.schema import CHUNK_SELECT, CHUNK_WEIGHTS, ChunkRow, marks
 from engine.index.vectors import VectorMatrix
@@ -159,8 +159,8 @@ def test_kept_rows_and_name_lookups_follow_every_write(
 
         def fresh(ids: list[int]) -> dict[int, ChunkRow]:
             sql = f"{CHUNK_SELECT} WHERE id IN ({marks(len(ids))})"
-            with db.reading() as conn:
-                return {int(r[0]): ChunkRow(*r) for r in conn.execute(sql, tuple(ids))}
+            with db.lock:
+                return {int(r[0]): ChunkRow(*r) for r in db.db.execute(sql, tuple(ids))}
 
         ids = sorted(fresh(list(range(1, 100))))
         asked = [ids[3], 999_999, ids[0], ids[3], *ids]  # unordered, repeated, one missing
@@ -196,16 +196,15 @@ def test_newest_floor_is_the_tables_own_nth_newest_id(tmp_path: Path) -> None:
         e.settle()
         e.memory.retire(CALLER, receipts[2].id)
         e.settle()
-        with e.indexer.db.transaction():
-            e.indexer.db.db.execute(
+        db = e.indexer.db.reader
+        with db.lock:
+            db.db.execute(
                 "DELETE FROM chunks WHERE id IN (SELECT id FROM chunks ORDER BY id LIMIT 1 OFFSET 3)"
             )
-        with e.indexer.db.reader.reading() as conn:
             for table in ("chunks", "facts", "groups"):
-                ids = [int(r) for (r,) in conn.execute(f"SELECT id FROM {table} ORDER BY id DESC")]
+                ids = [int(r) for (r,) in db.db.execute(f"SELECT id FROM {table} ORDER BY id DESC")]
                 assert ids, table
-                floors = [terms.newest_floor(conn, table, n) for n in range(1, len(ids) + 2)]
-                assert floors == [*ids, None]
+                assert [db._newest_floor(table, n) for n in range(1, len(ids) + 2)] == [*ids, None]
 
 
 def test_kept_lookups_follow_every_write(tmp_path: Path) -> None:
@@ -231,7 +230,7 @@ def test_kept_lookups_follow_every_write(tmp_path: Path) -> None:
         assert sorted(r.memory for r in db.chunk_rows(now).values()) == sorted([source.id, linking.id])
         e.memory.retire(CALLER, target.id)
         e.settle()
-        with db.reading() as conn:
+        with db.lock:
             sql = "SELECT count(*) FROM chunks WHERE memory = ?"
-            still = conn.execute(sql, (target.id,)).fetchall()[0][0]
+            still = db.db.execute(sql, (target.id,)).fetchall()[0][0]
         assert db.links_from([linking.id]) == ([(linking.id, target.id)] if still else [])

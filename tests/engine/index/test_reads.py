@@ -1,7 +1,8 @@
-"""Reads on their own connections (engine/index/pool.py, engine/index/kept.py): a search answers
-while another thread is inside a read, at most ``READERS`` connections are opened and all are
-closed with the index, and a committed write is seen on every connection and through every kept
-copy after its commit, never before.
+"""Reads from many threads at once (engine/index/reads.py): a committed write is seen by every
+reading thread, through every kept copy, after its commit and never before; and whether a search
+answers while another thread is inside a read, which the one read connection and its lock do not
+allow yet (docs/perf-journal/2026-12-04-reader-pool.md: a pool of read connections was built and
+measured no faster on this host, so it was not kept).
 
 A thread is held inside a read by a progress handler that SQLite calls while a statement runs,
 installed on every connection opened during the test (``apsw.connection_hooks``): the thread
@@ -71,6 +72,10 @@ def _held_read(holds: Holds, read: Any, go: threading.Event) -> threading.Thread
 
 
 @pytest.mark.req("rel:load", "perf:context-small")
+@pytest.mark.xfail(
+    strict=True,
+    reason="reads share one connection and its lock (docs/perf-journal/2026-12-04-reader-pool.md)",
+)
 def test_a_search_answers_while_another_thread_is_inside_a_read(tmp_path: Path, holds: Holds) -> None:
     with engine(tmp_path) as e:
         note = e.memory.remember(CALLER, "The lighthouse keeper logs the fog horn at dawn.")
@@ -87,49 +92,20 @@ def test_a_search_answers_while_another_thread_is_inside_a_read(tmp_path: Path, 
                 found.append(e.recall.search("lighthouse fog horn", limit=5))
                 answered.set()
 
-            threading.Thread(target=search, daemon=True).start()
-            assert answered.wait(30), "the search waited for another thread's read to end"
+            searching = threading.Thread(target=search, daemon=True)
+            searching.start()
+            assert answered.wait(10), "the search waited for another thread's read to end"
             assert note.id in [h.memory for h in found[0].hits]
         finally:
             go.set()
             inside.join(60)
-
-
-@pytest.mark.req("rel:load", "perf:memory")
-def test_reads_open_at_most_readers_connections_and_close_them_all(tmp_path: Path, holds: Holds) -> None:
-    """Each thread inside a read holds a connection of its own; one more read waits for one of them
-    to come back rather than opening another; closing the index closes every one."""
-    with engine(tmp_path) as e:
-        e.memory.remember(CALLER, "The orchard's pears ripen in September.")
-        e.settle()
-        reader = e.indexer.db.reader
-        most = reader.connections.most
-        assert most >= 2
-        gos = [threading.Event() for _ in range(most + 1)]
-        threads = [_held_read(holds, reader.counts, go) for go in gos[:most]]
-        try:
-            assert holds.wait_held(most)
-            first = list(holds.held.values())
-            assert len({id(c) for c in first}) == most  # one connection each
-            threads.append(_held_read(holds, reader.counts, gos[most]))
-            gos[0].set()  # one comes back: the waiting read is lent that one
-            assert holds.wait_held(most + 1)
-            assert len({id(c) for c in holds.held.values()}) == most
-            assert reader.connections.opened == most
-        finally:
-            for go in gos:
-                go.set()
-            for thread in threads:
-                thread.join(60)
-    for connection in first:  # the engine's stop closed the index: every read connection too
-        with pytest.raises(apsw.ConnectionClosedError):
-            connection.execute("SELECT 1")
+            searching.join(60)  # before the engine closes
 
 
 @pytest.mark.req("rel:load", "recall:fresh-facts", "recall:get-context")
-def test_a_committed_write_is_seen_on_every_connection_and_not_before(tmp_path: Path) -> None:
-    """Threads each reading on their own connection at once see a write's row, vector and words
-    (the kept rows, vector matrix and term counts) only once it has committed, then all of them."""
+def test_a_committed_write_is_seen_by_every_reading_thread_and_not_before(tmp_path: Path) -> None:
+    """Threads reading at once see a write's row, vector and words (the kept rows, vector matrix,
+    term counts and name lookups) only once it has committed, then all of them."""
     with engine(tmp_path) as e:
         note = e.memory.remember(CALLER, "Harbour cranes unload the containers at night.")
         e.memory.remember(CALLER, "The harbour master walks the pier at noon.")
@@ -150,19 +126,18 @@ def test_a_committed_write_is_seen_on_every_connection_and_not_before(tmp_path: 
                 [r for r, _ in found],
             )
 
-        n = reader.connections.most
+        n = 4
         steps = threading.Barrier(n + 1, timeout=60)
         views: dict[int, list[Any]] = {}
 
-        def on_own_connection() -> None:
-            with reader.reading() as connection:
-                steps.wait()  # every thread holds its connection
-                views[id(connection)] = [seen()]
-                steps.wait()  # … the write commits …
-                steps.wait()
-                views[id(connection)].append(seen())
+        def reading(k: int) -> None:
+            steps.wait()  # every thread starts reading at once
+            views[k] = [seen()]
+            steps.wait()  # … the write commits …
+            steps.wait()
+            views[k].append(seen())
 
-        threads = [threading.Thread(target=on_own_connection, daemon=True) for _ in range(n)]
+        threads = [threading.Thread(target=reading, args=(k,), daemon=True) for k in range(n)]
         with db.transaction():
             db.db.execute("UPDATE chunks SET text = text || ' zyzzyva' WHERE id = ?", (rowid,))
             flipped = -reader.chunk_vectors([rowid])[rowid]
@@ -179,7 +154,7 @@ def test_a_committed_write_is_seen_on_every_connection_and_not_before(tmp_path: 
         steps.wait()  # committed
         for thread in threads:
             thread.join(60)
-        assert len(views) == n  # n connections, one per thread
+        assert len(views) == n
         for earlier, later in views.values():
             assert earlier[0] is False and earlier[2] is False and earlier[3] == []
             assert earlier[1] == pytest.approx(before, abs=1e-3)
