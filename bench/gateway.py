@@ -563,7 +563,9 @@ def report(m: Measured) -> dict[str, str]:
     rows[f"cold start of a sleeping workspace, p50 / max of {len(m.cold_ms)} (ms; target ≤ 1000)"] = (
         f"{statistics.median(m.cold_ms):.0f} / {max(m.cold_ms):.0f}"
     )
-    rows["of which: spare handed the workspace → healthy, mean (ms)"] = f"{m.engine_start_ms:.0f}"
+    rows["of which: a warm engine (forked from the template, else the spare) → healthy, mean (ms)"] = (
+        f"{m.engine_start_ms:.0f}"
+    )
     rows["idle engine RSS, with the shared embedder (MB)"] = f"{m.idle_with / MB:.1f}"
     rows["idle engine RSS, without it: model in the engine (MB)"] = f"{m.idle_without / MB:.1f}"
     n, total = len(m.engine_rss), sum(m.engine_rss)
@@ -577,7 +579,7 @@ def report(m: Measured) -> dict[str, str]:
     rows["projected host RSS for 50 workspaces (MB; target ≤ 4096)"] = f"{projected / MB:.0f}"
     pss_mean = sum(m.engine_pss) / max(1, len(m.engine_pss))
     rows[f"running engine, memory really used, PSS mean of {n} (MB; target ≤ 80)"] = f"{pss_mean / MB:.1f}"
-    rows[f"{n} running workspaces + spare + gateway + embedder: memory really used, PSS (MB)"] = (
+    rows[f"{n} running workspaces + template + gateway + embedder: memory really used, PSS (MB)"] = (
         f"{m.host_pss / MB:.0f}"
     )
     projected_pss = m.host_pss + (50 - len(m.engine_pss)) * pss_mean
