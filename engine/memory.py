@@ -110,7 +110,7 @@ class Memory:
         key = content_key(scope, statement)
         with self.ws.staging:  # not the draining lock: see engine.store.commit
             if self.ws.commits.pending(("note", key)):
-                self.ws.commits.drain()  # the same text is being saved: decide after it
+                self.ws.commits.drain(index=False)  # the same text is being saved: decide after it
             existing = self.ws.note_by_content.get(key)
             if existing is not None:
                 record = self.ws.notes[existing]
@@ -167,7 +167,7 @@ class Memory:
         with self.ws.staging:  # not the draining lock: see engine.store.commit
             fid = self.ws.facts.key_of(subject, predicate, scope)
             if self.ws.commits.pending(("fact", fid)):
-                self.ws.commits.drain()  # the same fact is being saved: decide after it
+                self.ws.commits.drain(index=False)  # the same fact is being saved: decide after it
             action, previous = self.ws.facts.decide(fid, object)
             duplicates = self.ws.facts.possible_duplicates(fid, subject, predicate, scope)
             if action == "nochange":

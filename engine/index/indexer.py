@@ -1,8 +1,11 @@
 """Keeping the index in step with the store: writes, hand edits, and background embedding.
 
-- Every durable write calls :meth:`Indexer.on_change` (a workspace listener, under the
-  workspace lock): the memory's FTS rows — and its neighbours', whose context names it — are
-  written at once, so a fresh write is found by its words straight away (``recall:fresh-facts``).
+- Every durable write calls :meth:`Indexer.on_change` (a workspace listener): the memory's FTS
+  rows — and its neighbours', whose context names it — are written at once, so a fresh write is
+  found by its words straight away (``recall:fresh-facts``). A new memory's call is made by the
+  group commit's index applier, in the order the writes were made, once the write is acknowledged
+  (:mod:`engine.store.commit`); a read waits for it first (:meth:`Indexer.settled`). Every other
+  write calls it under the workspace lock.
 - On start, :meth:`Indexer.reconcile` compares every row's content hash with what the store
   says it should be and rewrites only the difference (``store:hand-edits``); while running, a
   cheap periodic scan of file sizes and mtimes notices edits made by hand, reloads the catalog
@@ -377,8 +380,9 @@ class Indexer:
         """A workspace listener: re-index one memory (and its neighbours) after a durable write."""
         kind = ids.kind_of(memory_id)
         if kind == "fact":
-            record = self.ws.facts.records.get(memory_id)
-            doc = None if record is None else index_docs.fact_doc(record)
+            with self.ws.view:  # the next writes' in-memory state may be changing meanwhile
+                record = self.ws.facts.records.get(memory_id)
+                doc = None if record is None else index_docs.fact_doc(record)
             if doc is None:
                 self.db.delete_fact(memory_id)
             else:
@@ -658,9 +662,15 @@ class Indexer:
             with self._idle:
                 self._wake.clear()
 
+    def settled(self) -> None:
+        """Return once the index has every write acknowledged so far (read-your-writes: a read of
+        the index calls this first; see :mod:`engine.store.commit`). Normally at once."""
+        self.ws.commits.wait_indexed()
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until the background threads have nothing left to do (True) or ``timeout_s`` passes."""
         deadline = time.monotonic() + timeout_s
+        self.settled()
         with self._idle:
             while self._busy or self._wake.is_set() or self.progress.state == "catching_up":
                 left = deadline - time.monotonic()

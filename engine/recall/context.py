@@ -164,6 +164,7 @@ class Recall:
     ) -> Searched:
         """Notes and log entries for ``text``, best first (what ``get_context`` packs); with a
         ``floor``, no match whose confidence is below it (nor graph items linked from one)."""
+        self.indexer.settled()
         query = parse_query(text)
         within = None if scope is None else Limit(scope)
         return self._search(query, within, include_archived, limit, qvec, self._known_names(query), floor)
@@ -235,6 +236,7 @@ class Recall:
     ) -> list[FactHit]:
         """The best-matching current facts (newest first without a query), scope rule applied.
         ``keyword``: :meth:`fact_keywords` for ``query``, if already searched."""
+        self.indexer.settled()
         found: list[FactHit] = []
         if query.empty:
             limit = self.settings.facts_without_query
@@ -298,6 +300,7 @@ class Recall:
                 f"(default {settings.max_tokens_default})"
             )
         archived = settings.include_archived if include_archived is None else include_archived
+        self.indexer.settled()  # every write acknowledged before this call is found
         parsed = parse_query(query)
         known = self._known_names(parsed)
         qvec = self._start_embedding(parsed, known)

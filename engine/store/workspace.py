@@ -332,9 +332,15 @@ class Workspace:
         plan = fsio.SyncPlan()
         with durable("append to the ledger"):
             fsio.append_durable(path, block.encode(), plan)
-        return self.commits.stage(frozenset({("fact", event.memory)}), plan, lambda: self._put_event(event))
+        return self.commits.stage(
+            frozenset({("fact", event.memory)}),
+            plan,
+            lambda: self._put_event(event, announce=False),
+            lambda: self._changed(event.memory),
+        )
 
-    def _put_event(self, event: Event) -> None:
+    def _put_event(self, event: Event, *, announce: bool = True) -> None:
+        """Apply ``event`` to the in-memory state, then (``announce``) tell the listeners."""
         with self.view:
             self.facts.apply(event)
             self._note_retirement(event)
@@ -343,7 +349,8 @@ class Workspace:
                 self._erase(event.memory, event.event_id)
             elif event.kind in ("store", "supersede"):
                 self.deleted.pop(event.memory, None)  # the same fact, said again after its deletion
-        self._changed(event.memory)
+        if announce:
+            self._changed(event.memory)
 
     def _erase(self, memory: str, before: str) -> None:
         """Remove ``memory``'s content (:mod:`engine.store.erasure`); ``before`` is its ``delete``
@@ -378,14 +385,21 @@ class Workspace:
         with durable("write the note"):
             fsio.write_atomic(self.note_path(record), notefile.format_note(note).encode(), plan)
         key = ("note", content_key(note.scope, note.body))
-        return record, self.commits.stage(frozenset({key}), plan, lambda: self._put_note(record))
+        staged = self.commits.stage(
+            frozenset({key}),
+            plan,
+            lambda: self._put_note(record, announce=False),
+            lambda: self._changed(note.id),
+        )
+        return record, staged
 
-    def _put_note(self, record: NoteRecord) -> None:
+    def _put_note(self, record: NoteRecord, *, announce: bool = True) -> None:
         note = record.note
         with self.view:
             self.notes[note.id] = record
             self.note_by_content.setdefault(content_key(note.scope, note.body), note.id)
-        self._changed(note.id)
+        if announce:
+            self._changed(note.id)
 
     def move_note(self, note_id: str, state: State) -> NoteRecord:
         record = self.notes[note_id]
@@ -456,12 +470,16 @@ class Workspace:
         plan = fsio.SyncPlan()
         self._write_log_entry(entry, day, State.LIVE, plan)
         record = LogRecord(entry, day, State.LIVE)
-        return record, self.commits.stage(frozenset(), plan, lambda: self._put_log(record))
+        staged = self.commits.stage(
+            frozenset(), plan, lambda: self._put_log(record, announce=False), lambda: self._changed(entry.id)
+        )
+        return record, staged
 
-    def _put_log(self, record: LogRecord) -> None:
+    def _put_log(self, record: LogRecord, *, announce: bool = True) -> None:
         with self.view:
             self.logs[record.entry.id] = record
-        self._changed(record.entry.id)
+        if announce:
+            self._changed(record.entry.id)
 
     def move_log(self, entry_id: str, state: State) -> LogRecord:
         """Copy the entry into the other state's day file, then take it out of this one."""
