@@ -1,20 +1,27 @@
 """Group commit: concurrent writes share their fsyncs, none is acknowledged before it is durable,
-readers see a write only once it is, and a write about the same thing decides after it."""
+readers see a write only once it is, and a write about the same thing decides after it; the index
+is updated after the acknowledgement, in order, and a read after it waits to find the write."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.embed.off import OffEmbedder
 from engine.memory import Memory
+from engine.recall.query import quote
 from engine.results import Receipt
 from engine.scope import Caller
+from engine.store import ids, ledger
 from engine.store.commit import Staged
+from tests.engine.index.helpers import CALLER, Engine, engine
 
 ME = Caller(client_name="test")
 
@@ -167,3 +174,180 @@ def test_the_write_lock_is_taken_only_once_registered_writes_are_durable(
     first[0].join(60)
     assert seen == [1]
     assert memory.retire(ME, receipt[0].id).action == "retire"
+
+
+# -- the index update, off the write's critical path ----------------------------------------------
+
+
+class HeldIndex:
+    """Holds the index applier at its first batch (the engine's own hook), until released."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.batches: list[int] = []
+
+    def __call__(self, batch: list[Staged]) -> None:
+        self.batches.append(len(batch))
+        if len(self.batches) == 1:
+            self.holding.set()
+            assert self.release.wait(60)
+
+
+@pytest.fixture
+def indexed(root: Path) -> Iterator[Engine]:
+    with engine(root, OffEmbedder()) as e:
+        yield e
+
+
+@pytest.fixture
+def held_index(indexed: Engine) -> Iterator[HeldIndex]:
+    hook = HeldIndex()
+    indexed.ws.commits.before_index = hook
+    yield hook
+    hook.release.set()
+    indexed.ws.commits.before_index = None
+
+
+def _finds(e: Engine, word: str) -> bool:
+    """Whether the index's rows have ``word`` (read straight from the reader: no waiting)."""
+    return e.indexer.db.reader.exists("chunks", quote(word)) or e.indexer.db.reader.exists(
+        "facts", quote(word)
+    )
+
+
+def _found_ids(reply: dict[str, Any]) -> set[str]:
+    return {item["id"] for item in (*reply["facts"], *reply["notes"])}
+
+
+@pytest.mark.req("store:durable", "perf:write", "recall:fresh-facts")
+def test_a_write_is_acknowledged_before_its_index_update_and_a_read_after_it_waits_to_find_it(
+    indexed: Engine, held_index: HeldIndex
+) -> None:
+    writer, receipts = _in_threads(
+        [lambda: indexed.memory.remember(CALLER, "the heron nests by the mill pond")]
+    )
+    assert held_index.holding.wait(60)  # its index update has begun, and is held
+    writer[0].join(60)
+    assert len(receipts) == 1  # acknowledged: durable, in memory, not yet in the index
+    assert indexed.memory.retrieve(CALLER, memory_id=receipts[0].id).notes
+    assert not _finds(indexed, "heron")
+    replies: list[dict[str, Any]] = []
+    read_done = threading.Event()
+
+    def read() -> None:
+        replies.append(indexed.recall.get_context(CALLER, "heron mill pond"))
+        read_done.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()  # it began after the acknowledgement: it must find the write
+    assert not read_done.wait(0.3)  # it waits for the index update (bounded look)
+    held_index.release.set()
+    reader.join(60)
+    assert receipts[0].id in _found_ids(replies[0])
+    assert _finds(indexed, "heron")
+
+
+@pytest.mark.req("perf:write", "rel:load")
+def test_the_next_write_is_staged_and_flushed_while_an_index_update_is_held(
+    indexed: Engine, held_index: HeldIndex
+) -> None:
+    before = indexed.ws.commits.stats.to_json()
+    first, _ = _in_threads([lambda: indexed.memory.remember(CALLER, "the first heron")])
+    assert held_index.holding.wait(60)
+    first[0].join(60)
+    later, receipts = _in_threads(
+        [
+            lambda: indexed.memory.remember(CALLER, "a kingfisher on the weir"),
+            lambda: indexed.memory.remember(CALLER, "Mill pond", "mill pond", "depth", "3 m"),
+            lambda: indexed.memory.remember_note(CALLER, "walked round the pond at dawn"),
+        ]
+    )
+    for thread in later:
+        thread.join(60)
+    assert len(receipts) == 3 and all(not t.is_alive() for t in later)  # all acknowledged
+    after = indexed.ws.commits.stats.to_json()
+    assert after["writes"] - before["writes"] == 4
+    assert not indexed.ws.commits.indexed() and not _finds(indexed, "kingfisher")
+    held_index.release.set()
+    indexed.indexer.settled()
+    assert all(_finds(indexed, word) for word in ("heron", "kingfisher", "depth", "dawn"))
+
+
+def _ledger_order(root: Path) -> list[str]:
+    """The facts' ids in the order their events are in the ledger (the order they were written)."""
+    segments = sorted((root / "facts").glob("*.md"))
+    return [e.memory for p in segments for e in ledger.parse_ledger(p.read_text(encoding="utf-8")).events]
+
+
+@pytest.mark.req("rel:concurrency", "store:durable")
+def test_writes_reach_the_index_in_the_order_they_were_written(root: Path, indexed: Engine) -> None:
+    seen: list[str] = []
+    indexed.ws.listeners.append(seen.append)  # called after the indexer's, by the same applier
+    values = {f"writer {w}": [f"value {w}.{i}" for i in range(12)] for w in range(6)}
+
+    def write(writer: str) -> None:
+        for value in values[writer]:  # one fact each writer supersedes, and one fact of its own
+            indexed.memory.remember(CALLER, f"the shared gauge reads {value}", "gauge", "reading", value)
+            indexed.memory.remember(CALLER, f"{writer} saw {value}", writer, "saw", value)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in values]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    indexed.indexer.settled()
+    assert indexed.ws.commits.stats.largest_batch > 1  # writes were flushed together
+    assert seen == _ledger_order(root)  # every write indexed once, in the order it was written
+    gauge = next(r for r in indexed.ws.facts.records.values() if r.subject_key == "gauge")
+    rows = {row.memory: row for row in indexed.indexer.db.reader.fact_rows().values()}
+    assert len(rows) == 7  # the gauge and each writer's own fact
+    assert rows[gauge.fact_id].object == gauge.values[-1].object  # the last value written wins
+
+
+@pytest.mark.req("store:durable", "rel:concurrency")
+def test_the_write_lock_is_taken_only_once_the_index_has_every_registered_write(
+    indexed: Engine, held_index: HeldIndex
+) -> None:
+    """Whoever takes the write lock (retire, restore, delete, the archive sweep, an import, a
+    reload, a stop) finds the index fully applied, as before."""
+    first, receipts = _in_threads([lambda: indexed.memory.remember(CALLER, "a note about otters")])
+    assert held_index.holding.wait(60)
+    first[0].join(60)
+    seen: list[bool] = []
+    taken = threading.Event()
+
+    def other_writer() -> None:
+        with indexed.ws.lock:
+            seen.append(_finds(indexed, "otters"))
+            taken.set()
+
+    other = threading.Thread(target=other_writer)
+    other.start()
+    assert not taken.wait(0.3) and seen == []  # it waits for the held index update
+    held_index.release.set()
+    other.join(60)
+    assert seen == [True]
+    assert indexed.memory.retire(CALLER, receipts[0].id).action == "retire"
+
+
+@pytest.mark.req("store:durable", "store:hand-edits")
+def test_an_index_update_that_fails_is_logged_and_the_next_scan_repairs_it(
+    indexed: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    def fail_notes(memory: str) -> None:
+        if ids.kind_of(memory) == "note":
+            raise RuntimeError("the index update failed")
+
+    indexed.ws.listeners.insert(0, fail_notes)  # runs before the indexer's, and stops it
+    with caplog.at_level(logging.ERROR, logger="almanac.engine.store"):
+        receipt = indexed.memory.remember(CALLER, "a lapwing over the water meadow")
+        logged = indexed.memory.remember_note(CALLER, "a curlew calling")  # the next write
+        indexed.indexer.settled()
+    assert receipt.action == "store"  # acknowledged all the same: it is durable
+    assert "indexing a durable write failed" in caplog.text
+    assert not _finds(indexed, "lapwing")
+    assert _finds(indexed, "curlew") and logged.action == "store"  # the writes after it are indexed
+    indexed.ws.listeners.remove(fail_notes)
+    assert indexed.indexer.scan_once()  # the note's file is not what the index last saw: reconciled
+    assert receipt.id in _found_ids(indexed.recall.get_context(CALLER, "lapwing water meadow"))
