@@ -77,6 +77,40 @@ class Staged:
     error: StoreUnavailable | None = None
 
 
+class RawLock:
+    """The write lock itself, re-entrant, without draining (:attr:`GroupCommit.raw`). Whoever
+    lets it go last applies in memory the writes a flush made durable while it was held, before
+    letting it go: a flush's leader never queues for the lock behind the next writers."""
+
+    def __init__(self, commits: GroupCommit) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0  # changed only by the thread that holds the lock
+        self._commits = commits
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        self._depth += 1
+        return True
+
+    def release(self) -> None:
+        if self._depth > 1:
+            self._depth -= 1
+            self._lock.release()
+        else:
+            self._commits._letting_go()
+
+    def _let_go(self) -> None:
+        self._depth = 0
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class WriteLock:
     """The workspace's write lock: taking it finishes every registered write first (see the
     module's docstring). ``raw`` is the lock itself, for the group commit's own writers."""
@@ -107,7 +141,7 @@ class WriteLock:
 
 class GroupCommit:
     def __init__(self) -> None:
-        self.raw = threading.RLock()
+        self.raw = RawLock(self)
         self.lock = WriteLock(self)
         self.stats = CommitStats()
         #: Called by a leader before it flushes, with the writes it takes (a test holds a flush
@@ -165,8 +199,10 @@ class GroupCommit:
                     self._cv.wait()
                     continue
                 self._flush_locked()
-            with self.raw, self._cv:
+                if not self._durable or not self.raw.acquire(blocking=False):
+                    continue  # whoever holds the lock applies them as it lets it go (RawLock)
                 self._apply_locked()
+            self.raw.release()
         if staged.error is not None:
             raise staged.error
 
@@ -209,6 +245,14 @@ class GroupCommit:
                     return
 
     # -- inside (under ``_cv``) --------------------------------------------------------------------
+
+    def _letting_go(self) -> None:
+        """The write lock's last release: apply what became durable meanwhile, then let it go (under
+        ``_cv``, so that a leader that finds the lock taken can count on this)."""
+        with self._cv:
+            while self._durable:
+                self._apply_locked()
+            self.raw._let_go()
 
     def _flush_locked(self) -> None:
         batch, self._pending = self._pending, []
