@@ -6,25 +6,27 @@ and registers it here (:meth:`GroupCommit.stage`); it then lets the lock go and 
 (:meth:`GroupCommit.wait`). One waiting writer leads: it takes every write registered so far and
 makes them durable with one :func:`~engine.store.fsio.flush` (a ledger segment or day log that
 several of them appended to is fsynced once, a directory once), while the next writes are
-already being written; then, holding the write lock, it applies them to the in-memory state, in
-the order they were written, hands them to the index applier and wakes their writers. The index
-applier (a thread of its own) updates the index for each of them, in the same order, holding no
-lock a writer needs: the next writes are staged and flushed meanwhile. So:
+already being written. Then the batch is applied to the in-memory state, in the order it was
+written, holding the write lock: by the leader if the lock is free, else by whoever holds it, as
+it lets it go (:class:`RawLock`), so a leader never queues for the lock behind the next writers.
+The batch's writers are then woken, and the batch handed to the index applier, a thread of its own
+that updates the index for each write in the same order, holding no lock a writer needs: the next
+writes are staged and flushed meanwhile. So:
 
 - a write is acknowledged after the flush that covers it has returned, after the writes before it
   (flushes run one at a time, in order), and once the in-memory state has it — not waiting for
   its index update;
 - readers see a write only once it is durable (its in-memory state changes after the flush);
-- a read of the index waits first until the index has every write acknowledged before the read
-  began (:meth:`GroupCommit.wait_indexed`: read-your-writes across connections; normally it has,
-  and the wait costs nothing);
+- a read of the index first waits until the index has every write acknowledged before the read
+  began (:meth:`GroupCommit.wait_indexed`; read-your-writes, whatever the connection); normally
+  it already has;
 - writes reach the index in the order they were written; an index update that raises is logged
   and left to the next reconcile, and the writes after it are indexed as usual;
 - whoever takes :attr:`GroupCommit.lock` (every other writer: retire, restore, delete, the
   archive sweep, an import, a reload, a stop) first finishes every write registered, in memory and
-  in the index (:meth:`GroupCommit.drain`), so it works on the store and the index exactly as before;
+  in the index (:meth:`GroupCommit.drain`), so it works on the store and the index as before;
 - a write about something a registered write is about (the same fact, the same note text)
-  waits for its in-memory state first (``drain(index=False)``), so its decision sees the earlier one.
+  waits for that one's in-memory state first (``drain(index=False)``), so its decision sees it.
 """
 
 from __future__ import annotations

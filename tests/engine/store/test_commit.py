@@ -176,6 +176,33 @@ def test_the_write_lock_is_taken_only_once_registered_writes_are_durable(
     assert memory.retire(ME, receipt[0].id).action == "retire"
 
 
+@pytest.mark.req("store:durable", "perf:write")
+def test_a_batch_flushed_while_the_lock_is_held_is_applied_as_the_holder_lets_go(
+    memory: Memory, held: HeldFlush
+) -> None:
+    """A leader does not queue for the write lock behind the next writers: the holder applies."""
+    held.arm()
+    writer, receipts = _in_threads(
+        [lambda: memory.remember(ME, "Fjord uses Postgres", "Fjord", "database", "Postgres")]
+    )
+    assert held.holding.wait(60)
+    batches = memory.ws.commits.stats.batches
+    memory.ws.staging.acquire()  # the next writer, deciding
+    try:
+        held.release.set()
+        _until(lambda: memory.ws.commits.stats.batches == batches + 1)  # durable, not applied
+        assert memory.retrieve(ME, subject="Fjord", predicate="database").facts == []
+        assert not receipts
+    finally:
+        memory.ws.staging.release()
+    # applied by this thread as it let the lock go, before the leader was even woken
+    assert [f.object for f in memory.retrieve(ME, subject="Fjord", predicate="database").facts] == [
+        "Postgres"
+    ]
+    writer[0].join(60)
+    assert receipts[0].action == "store"
+
+
 # -- the index update, off the write's critical path ----------------------------------------------
 
 
