@@ -203,8 +203,7 @@ class GroupCommit:
                 self._flush_locked()
                 if not self._durable or not self.raw.acquire(blocking=False):
                     continue  # whoever holds the lock applies them as it lets it go (RawLock)
-                self._apply_locked()
-            self.raw.release()
+            self.raw.release()  # which applies them
         if staged.error is not None:
             raise staged.error
 
@@ -252,9 +251,11 @@ class GroupCommit:
         """The write lock's last release: apply what became durable meanwhile, then let it go (under
         ``_cv``, so that a leader that finds the lock taken can count on this)."""
         with self._cv:
-            while self._durable:
-                self._apply_locked()
-            self.raw._let_go()
+            try:
+                while self._durable:
+                    self._apply_locked()
+            finally:
+                self.raw._let_go()
 
     def _flush_locked(self) -> None:
         batch, self._pending = self._pending, []
