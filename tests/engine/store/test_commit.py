@@ -324,7 +324,6 @@ def test_writes_reach_the_index_in_the_order_they_were_written(root: Path, index
     for thread in threads:
         thread.join(120)
     indexed.indexer.settled()
-    assert indexed.ws.commits.stats.largest_batch > 1  # writes were flushed together
     assert seen == _ledger_order(root)  # every write indexed once, in the order it was written
     gauge = next(r for r in indexed.ws.facts.records.values() if r.subject_key == "gauge")
     rows = {row.memory: row for row in indexed.indexer.db.reader.fact_rows().values()}
