@@ -301,8 +301,8 @@ class GroupCommit:
             for staged in batch:
                 try:
                     staged.apply()
-                except Exception:  # durable already: it is acknowledged; a reload catches up
-                    log.exception("applying a durable write failed; the next reconcile repairs the index")
+                except Exception:  # durable already: it is acknowledged; a start reads it
+                    log.exception("applying a durable write in memory failed; a start reads it again")
         finally:
             self._applying = None
             self._cv.acquire()
