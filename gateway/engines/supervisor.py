@@ -146,34 +146,33 @@ class Lease:
     transport: httpx.AsyncBaseTransport
 
 
+def _shared_flags(config: SupervisorConfig) -> list[str]:
+    """The flags every engine gets, whichever way it starts: the node's embedder, settings, limits."""
+    flags = ["--exit-with-parent"]
+    if config.embedder_socket is not None:
+        flags += ["--embedder-socket", str(config.embedder_socket)]
+    if config.engine_settings_file is not None:
+        flags += ["--settings", str(config.engine_settings_file)]
+    if config.import_max_unpacked_bytes is not None:
+        flags += ["--import-max-bytes", str(config.import_max_unpacked_bytes)]
+    return flags
+
+
 def engine_argv(config: SupervisorConfig, socket: Path, workspace_dir: Path) -> tuple[str, ...]:
-    argv = [
+    """A cold start's command line: the engine of one workspace."""
+    return (
         *config.engine_command,
         "--socket",
         str(socket),
         "--dir",
         str(workspace_dir),
-        "--exit-with-parent",
-    ]
-    if config.embedder_socket is not None:
-        argv += ["--embedder-socket", str(config.embedder_socket)]
-    if config.engine_settings_file is not None:
-        argv += ["--settings", str(config.engine_settings_file)]
-    if config.import_max_unpacked_bytes is not None:
-        argv += ["--import-max-bytes", str(config.import_max_unpacked_bytes)]
-    return tuple(argv)
+        *_shared_flags(config),
+    )
 
 
 def spare_argv(config: SupervisorConfig, mode: str = "--await-assignment") -> tuple[str, ...]:
     """The warm spare's command line (``mode`` ``--fork-server``: the fork server's)."""
-    argv = [*config.engine_command, mode, "--exit-with-parent"]
-    if config.embedder_socket is not None:
-        argv += ["--embedder-socket", str(config.embedder_socket)]
-    if config.engine_settings_file is not None:
-        argv += ["--settings", str(config.engine_settings_file)]
-    if config.import_max_unpacked_bytes is not None:
-        argv += ["--import-max-bytes", str(config.import_max_unpacked_bytes)]
-    return tuple(argv)
+    return (*config.engine_command, mode, *_shared_flags(config))
 
 
 class Supervisor:
