@@ -215,11 +215,5 @@ class ForkServer:
                 proc, self._proc = self._proc, None
                 if self._pending is not None:
                     self._pending.close()
-            if proc is None:
-                return
-            if proc.stdin is not None:
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    await proc.stdin.aclose()
-            with anyio.move_on_after(grace):
-                await proc.wait()
-            await procs.kill(proc)
+            if proc is not None:
+                await procs.end_input(proc, grace)

@@ -132,6 +132,17 @@ async def kill(proc: Child) -> int:
     return proc.returncode if proc.returncode is not None else -1
 
 
+async def end_input(proc: Process, grace: float) -> None:
+    """Stop a warm engine that reads its work on stdin (the spare, the fork server's template):
+    end of input tells it it is not needed; killed if it has not exited within ``grace`` seconds."""
+    if proc.stdin is not None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await proc.stdin.aclose()
+    with anyio.move_on_after(grace):
+        await proc.wait()
+    await kill(proc)
+
+
 def _signal(proc: Child, sig: signal.Signals) -> None:
     if isinstance(proc, Signalled):
         proc.signal(sig)

@@ -11,7 +11,6 @@ engine the ordinary way.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 from pathlib import Path
@@ -76,11 +75,5 @@ class WarmSpare:
             async with self._lock:
                 self._closed = True
                 proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await proc.stdin.aclose()
-        with anyio.move_on_after(grace):
-            await proc.wait()
-        await procs.kill(proc)
+        if proc is not None:
+            await procs.end_input(proc, grace)
