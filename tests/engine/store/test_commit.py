@@ -33,11 +33,12 @@ def _until(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
         time.sleep(0.005)  # poll interval of a bounded wait
 
 
-class HeldFlush:
-    """Once armed, holds the first flush a leader starts (the engine's own hook), until released."""
+class Held:
+    """Once armed, holds the first batch the hook it is set as sees (a flush's, or the index
+    applier's: the engine's own hooks), until released."""
 
-    def __init__(self) -> None:
-        self.armed = False
+    def __init__(self, *, armed: bool = False) -> None:
+        self.armed = armed
         self.holding = threading.Event()
         self.release = threading.Event()
         self.batches: list[int] = []
@@ -55,8 +56,8 @@ class HeldFlush:
 
 
 @pytest.fixture
-def held(memory: Memory) -> Iterator[HeldFlush]:
-    hook = HeldFlush()
+def held(memory: Memory) -> Iterator[Held]:
+    hook = Held()
     memory.ws.commits.before_flush = hook
     yield hook
     hook.release.set()
@@ -73,7 +74,7 @@ def _in_threads(actions: list[Callable[[], Receipt]]) -> tuple[list[threading.Th
 
 @pytest.mark.req("store:durable", "perf:write")
 def test_writes_that_arrive_together_share_one_fsync_and_wait_for_it(
-    root: Path, memory: Memory, held: HeldFlush
+    root: Path, memory: Memory, held: Held
 ) -> None:
     memory.remember(ME, "the ledger's first fact", "Fjord", "region", "eu")  # segment file exists
     held.arm()
@@ -110,7 +111,7 @@ def test_writes_that_arrive_together_share_one_fsync_and_wait_for_it(
 
 
 @pytest.mark.req("store:durable", "perf:write")
-def test_notes_written_together_fsync_their_folder_once(root: Path, memory: Memory, held: HeldFlush) -> None:
+def test_notes_written_together_fsync_their_folder_once(root: Path, memory: Memory, held: Held) -> None:
     memory.remember(ME, "the day's first note")  # the day's folder exists
     held.arm()
     before = memory.ws.commits.stats.to_json()
@@ -132,7 +133,7 @@ def test_notes_written_together_fsync_their_folder_once(root: Path, memory: Memo
 
 
 @pytest.mark.req("store:durable")
-def test_a_write_about_a_fact_being_saved_decides_after_it(memory: Memory, held: HeldFlush) -> None:
+def test_a_write_about_a_fact_being_saved_decides_after_it(memory: Memory, held: Held) -> None:
     held.arm()
     first, first_receipt = _in_threads(
         [lambda: memory.remember(ME, "Fjord uses Postgres", "Fjord", "database", "Postgres")]
@@ -150,9 +151,7 @@ def test_a_write_about_a_fact_being_saved_decides_after_it(memory: Memory, held:
 
 
 @pytest.mark.req("store:durable")
-def test_the_write_lock_is_taken_only_once_registered_writes_are_durable(
-    memory: Memory, held: HeldFlush
-) -> None:
+def test_the_write_lock_is_taken_only_once_registered_writes_are_durable(memory: Memory, held: Held) -> None:
     """Every other writer (retire, the archive sweep, an import, a stop) takes the write lock, and
     finds every registered write durable and applied: it works on the store as before."""
     held.arm()
@@ -178,7 +177,7 @@ def test_the_write_lock_is_taken_only_once_registered_writes_are_durable(
 
 @pytest.mark.req("store:durable", "perf:write")
 def test_a_batch_flushed_while_the_lock_is_held_is_applied_as_the_holder_lets_go(
-    memory: Memory, held: HeldFlush
+    memory: Memory, held: Held
 ) -> None:
     """A leader does not queue for the write lock behind the next writers: the holder applies."""
     held.arm()
@@ -206,21 +205,6 @@ def test_a_batch_flushed_while_the_lock_is_held_is_applied_as_the_holder_lets_go
 # -- the index update, off the write's critical path ----------------------------------------------
 
 
-class HeldIndex:
-    """Holds the index applier at its first batch (the engine's own hook), until released."""
-
-    def __init__(self) -> None:
-        self.holding = threading.Event()
-        self.release = threading.Event()
-        self.batches: list[int] = []
-
-    def __call__(self, batch: list[Staged]) -> None:
-        self.batches.append(len(batch))
-        if len(self.batches) == 1:
-            self.holding.set()
-            assert self.release.wait(60)
-
-
 @pytest.fixture
 def indexed(root: Path) -> Iterator[Engine]:
     with engine(root, OffEmbedder()) as e:
@@ -228,8 +212,8 @@ def indexed(root: Path) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def held_index(indexed: Engine) -> Iterator[HeldIndex]:
-    hook = HeldIndex()
+def held_index(indexed: Engine) -> Iterator[Held]:
+    hook = Held(armed=True)
     indexed.ws.commits.before_index = hook
     yield hook
     hook.release.set()
@@ -249,7 +233,7 @@ def _found_ids(reply: dict[str, Any]) -> set[str]:
 
 @pytest.mark.req("store:durable", "perf:write", "recall:fresh-facts")
 def test_a_write_is_acknowledged_before_its_index_update_and_a_read_after_it_waits_to_find_it(
-    indexed: Engine, held_index: HeldIndex
+    indexed: Engine, held_index: Held
 ) -> None:
     writer, receipts = _in_threads(
         [lambda: indexed.memory.remember(CALLER, "the heron nests by the mill pond")]
@@ -277,7 +261,7 @@ def test_a_write_is_acknowledged_before_its_index_update_and_a_read_after_it_wai
 
 @pytest.mark.req("perf:write", "rel:load")
 def test_the_next_write_is_staged_and_flushed_while_an_index_update_is_held(
-    indexed: Engine, held_index: HeldIndex
+    indexed: Engine, held_index: Held
 ) -> None:
     before = indexed.ws.commits.stats.to_json()
     first, _ = _in_threads([lambda: indexed.memory.remember(CALLER, "the first heron")])
@@ -333,7 +317,7 @@ def test_writes_reach_the_index_in_the_order_they_were_written(root: Path, index
 
 @pytest.mark.req("store:durable", "rel:concurrency")
 def test_the_write_lock_is_taken_only_once_the_index_has_every_registered_write(
-    indexed: Engine, held_index: HeldIndex
+    indexed: Engine, held_index: Held
 ) -> None:
     """Whoever takes the write lock (retire, restore, delete, the archive sweep, an import, a
     reload, a stop) finds the index fully applied, as before."""
