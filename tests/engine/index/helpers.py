@@ -11,6 +11,7 @@ from pathlib import Path
 
 from engine.embed.base import Embedder, Matrix, ProviderName, ProviderStatus, Vector
 from engine.embed.local import LocalEmbedder
+from engine.index.db import IndexDB
 from engine.index.indexer import Indexer
 from engine.memory import Memory
 from engine.recall.context import Recall
@@ -94,3 +95,14 @@ def engine(root: Path, embedder: Embedder | None = None, *, settle: bool = True)
     finally:
         indexer.stop()
         ws.close()
+
+
+def flip_vector(db: IndexDB, rowid: int) -> None:
+    """Store the opposite of chunk ``rowid``'s vector (inside the caller's ``db.transaction()``):
+    a change every cosine shows, handed to the reader only once the transaction commits."""
+    flipped = -db.reader.chunk_vectors([rowid])[rowid]
+    db.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
+    db.db.execute(
+        "INSERT INTO vec_chunks (rowid, embedding) VALUES (?, ?)", (rowid, flipped.astype("<f4").tobytes())
+    )
+    db.touch("chunks", rowid)

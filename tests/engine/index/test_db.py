@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.index.helpers import CALLER, engine
+from tests.engine.index.helpers import CALLER, engine, flip_vector
 
 
 class _RolledBack(Exception):
@@ -74,13 +74,7 @@ def test_vectors_changed_while_a_search_loads_them_are_taken_after_the_commit(tm
         query = e.indexer.embedder.embed_query("harbour cranes")
         before = reader.cosines("chunks", query, [rowid])[rowid]
         with db.transaction():
-            flipped = -reader.chunk_vectors([rowid])[rowid]
-            db.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-            db.db.execute(
-                "INSERT INTO vec_chunks (rowid, embedding) VALUES (?, ?)",
-                (rowid, flipped.astype("<f4").tobytes()),
-            )
-            db.touch("chunks", rowid)
+            flip_vector(db, rowid)
             reader.forget_vectors()  # the next search loads the matrix now, mid-transaction
             assert reader.cosines("chunks", query, [rowid])[rowid] == pytest.approx(before, abs=1e-3)
         assert reader.cosines("chunks", query, [rowid])[rowid] == pytest.approx(-before, abs=1e-3)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.index.schema import CHUNK_WEIGHTS
-from tests.engine.index.helpers import CALLER, engine
+from tests.engine.index.helpers import CALLER, engine, flip_vector
 
 
 @pytest.mark.req("rel:load", "recall:fresh-facts", "recall:get-context")
@@ -53,13 +53,7 @@ def test_a_committed_write_is_seen_by_every_reading_thread_and_not_before(tmp_pa
         threads = [threading.Thread(target=reading, args=(k,), daemon=True) for k in range(n)]
         with db.transaction():
             db.db.execute("UPDATE chunks SET text = text || ' zyzzyva' WHERE id = ?", (rowid,))
-            flipped = -reader.chunk_vectors([rowid])[rowid]
-            db.db.execute("DELETE FROM vec_chunks WHERE rowid = ?", (rowid,))
-            db.db.execute(
-                "INSERT INTO vec_chunks (rowid, embedding) VALUES (?, ?)",
-                (rowid, flipped.astype("<f4").tobytes()),
-            )
-            db.touch("chunks", rowid)
+            flip_vector(db, rowid)
             for thread in threads:
                 thread.start()
             steps.wait()
