@@ -7,7 +7,7 @@ At each step W one ``almanac serve`` (the shared embedder on) holds W workspaces
 owner and token. A tenth of them (at least one) are active: one real ``mcp`` client each, calling
 the mixed stream of ``bench.load`` one call at a time, ``--pace`` seconds apart (an agent's pace;
 0: back to back); the others are registered and asleep (no engine runs for them). The step reports
-calls/s and p50 / p99 of the active calls, each running engine's RSS and open file descriptors,
+calls/s and p50 / p99 of the active calls, each running engine's RSS, PSS and open descriptors,
 the gateway's descriptors, server CPU per call (gateway, engines, embedder) and the host's load.
 Every acknowledged write is read back. The search stops at the first step over p99 100 ms.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.crowd import DEFAULT_LIMIT, Backoff, Outcome, Row, measure, read_back, seed, seed_tokens
-from bench.processes import engine_children
+from bench.processes import engine_children, pss_bytes
 from bench.reliability.procs import GatewayRun
 from gateway.engines.procs import rss_bytes
 
@@ -57,6 +57,11 @@ class Step:
     load: float
     problems: int  # writes not read back, a gateway that did not stop cleanly
     errors: int
+    #: mean PSS of a running engine (its private pages and a fair share of those it shares: an
+    #: engine forked from the template shares most of its pages), and the PSS of the gateway, the
+    #: embedder and the template together; 0 where the host does not report PSS
+    pss_mb: float = 0.0
+    shared_pss_mb: float = 0.0
 
     @property
     def held(self) -> bool:
@@ -92,6 +97,9 @@ async def run_step(root: Path, workspaces: int, seconds: float, pace: float, rng
         children = engine_children(gateway)
         engines = [pid for role, pid in children.items() if role not in ("embedder", "spare")]
         rss = [rss_bytes(pid) or 0 for pid in engines]
+        pss = [pss_bytes(pid) for pid in engines]
+        shared = [gateway, *(pid for role, pid in children.items() if role in ("embedder", "spare"))]
+        shared_pss = sum(pss_bytes(pid) for pid in shared)
         held = [fds(pid) for pid in engines]
         gateway_fds, gateway_rss = fds(gateway), rss_bytes(gateway) or 0
         embedder_rss = (rss_bytes(children["embedder"]) or 0) if "embedder" in children else 0
@@ -115,6 +123,8 @@ async def run_step(root: Path, workspaces: int, seconds: float, pace: float, rng
         load=os.getloadavg()[0],
         problems=len(out.problems),
         errors=sum(out.errors.values()),
+        pss_mb=statistics.mean(pss) / 2**20 if pss else 0.0,
+        shared_pss_mb=shared_pss / 2**20,
     )
 
 
@@ -134,7 +144,7 @@ async def search(steps: list[int], seconds: float, pace: float, seed_: int) -> l
 
 
 HEAD = (
-    "| workspaces | active | calls/s | p50 / p99 ms | held? | engine RSS MB | engine fds "
+    "| workspaces | active | calls/s | p50 / p99 ms | held? | engine RSS / PSS MB | engine fds "
     "| gateway fds / RSS MB | embedder RSS MB | server CPU ms per call | load |\n" + "|" + "---|" * 11
 )
 
@@ -143,7 +153,7 @@ def line(s: Step) -> str:
     held = "yes" if s.held else f"**no**{' (lost/errors)' if s.problems or s.errors else ''}"
     return (
         f"| {s.workspaces} | {s.active} | {s.calls_per_s:.0f} | {s.p50:.1f} / {s.p99:.1f} | {held} "
-        f"| {s.rss_mb:.0f} | {s.fds:.0f} | {s.gateway_fds} / {s.gateway_rss_mb:.0f} "
+        f"| {s.rss_mb:.0f} / {s.pss_mb:.0f} | {s.fds:.0f} | {s.gateway_fds} / {s.gateway_rss_mb:.0f} "
         f"| {s.embedder_rss_mb:.0f} | {s.cpu_ms:.1f} | {s.load:.1f} |"
     )
 
@@ -170,22 +180,33 @@ def bounds(steps: list[Step], memory_bytes: int, fd_limit: int, cores: int) -> s
     if spent and per_client:
         carried = cores * 1000 / spent  # calls/s the cores carry at full use, nothing else running
         workspaces = int(carried / 2 / per_client / ACTIVE_SHARE)
+        if capped:  # no step reached the CPU bound: the extrapolation is the figure there is
+            found["CPU"] = max(cpu, workspaces)
         lines.append(
             f"- **CPU (extrapolated from the CPU per call):** {spent:.1f} ms of server CPU per call "
             f"(gateway, engine, embedder) is at most {carried:.0f} calls/s on {cores} cores; at half "
             f"of that (a p99 needs idle cores) and {per_client:.1f} calls/s per active workspace (this "
             f"run's pace) ≈ {workspaces:,} workspaces with {_share()} active (the clients elsewhere)."
         )
-    fixed = (last.gateway_rss_mb + last.embedder_rss_mb) * 2**20
-    per_engine = max((s.rss_mb for s in steps), default=0.0) * 2**20
+    by_pss = all(s.pss_mb > 0 for s in steps)  # memory really used, where the host reports it
+    if by_pss:
+        fixed = last.shared_pss_mb * 2**20
+        # at the largest step: an engine's PSS falls as more engines share the template's pages,
+        # so the most engines measured give the closest figure that is still an upper bound
+        per_engine = last.pss_mb * 2**20
+        measure, shared = f"PSS at {last.workspaces} workspaces", "the gateway, embedder and template"
+    else:
+        fixed = (last.gateway_rss_mb + last.embedder_rss_mb) * 2**20
+        per_engine = max((s.rss_mb for s in steps), default=0.0) * 2**20
+        measure, shared = "RSS", "the gateway and embedder"
     if per_engine:
         for label, total in (("this host", memory_bytes), (f"a {NODE_GB:g} GB node", int(NODE_GB * 2**30))):
             engines = max(0, int((total * 0.9 - fixed) // per_engine))
             workspaces = int(engines / ACTIVE_SHARE)
             found["memory"] = workspaces  # the last: the node's
             lines.append(
-                f"- **Memory ({label}, {total / 2**30:.0f} GB; extrapolated):** 90 % of it less the "
-                f"gateway and embedder ({fixed / 2**20:.0f} MB) over {per_engine / 2**20:.0f} MB per "
+                f"- **Memory ({label}, {total / 2**30:.0f} GB; extrapolated, by {measure}):** 90 % of "
+                f"it less {shared} ({fixed / 2**20:.0f} MB) over {per_engine / 2**20:.0f} MB per "
                 f"running engine ≈ {engines:,} engines at once ≈ {workspaces:,} workspaces with "
                 f"{_share()} active."
             )
