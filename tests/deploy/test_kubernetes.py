@@ -59,11 +59,12 @@ def test_the_statefulset_probes_stores_and_is_sized_from_the_benchmarks() -> Non
     # memory really used (PSS) by gateway + embedder, and per running workspace, from docs/benchmarks.md
     bench = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     base = re.search(r"gateway \+ embedder RSS[^|]*\(MB\) \| (\d+) \+ (\d+)", bench)
-    total = re.search(r"20 running workspaces \+ spare \+ gateway \+ embedder: .*?PSS \(MB\) \| (\d+)", bench)
+    row = r"20 running workspaces \+ template \+ gateway \+ embedder: .*?PSS \(MB\) \| (\d+)"
+    total = re.search(row, bench)
     assert base and total, "docs/benchmarks.md no longer has the gateway memory rows this sizing reads"
     gateway, embedder = float(base.group(1)), float(base.group(2))
     pss = float(total.group(1))
-    per_engine = (pss - gateway - embedder) / 21  # 20 workspaces + the warm spare
+    per_engine = (pss - gateway - embedder) / 21  # 20 workspaces + the fork server's template
     engines = int(env["ALMANAC_MAX_ENGINES"]) + 1
     needed_mb = gateway + embedder + engines * per_engine
     resources = container["resources"]

@@ -104,14 +104,14 @@ def test_the_measured_rows_are_the_benchmarks_and_the_derived_rows_follow() -> N
     sizes = table()
     base = _bench(r"gateway \+ embedder RSS[^|]*\(MB\) \| (\d+) \+ (\d+)")
     pss = float(
-        _bench(r"20 running workspaces \+ spare \+ gateway \+ embedder: .*?PSS \(MB\) \| (\d+)").group(1)
+        _bench(r"20 running workspaces \+ template \+ gateway \+ embedder: .*?PSS \(MB\) \| (\d+)").group(1)
     )
     disk = _bench(
         r"disk: the Markdown store \(MB\) \| ([\d.]+).*?disk: the index \(MB\) \| ([\d.]+)"
         r".*?disk: the embedding cache \(MB\) \| ([\d.]+)"
     )
     gateway = int(base.group(1)) + int(base.group(2))
-    engine = round((pss - gateway) / 21)  # 20 running workspaces + the warm spare
+    engine = round((pss - gateway) / 21)  # 20 running workspaces + the fork server's template
     workspace = round(sum(float(g) for g in disk.groups()), 1)
     assert int(sizes["measured.gateway_embedder_mb"]) == gateway
     assert int(sizes["measured.engine_mb"]) == engine
