@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 from collections.abc import Callable
@@ -40,6 +41,10 @@ MAX_LINE = 64 * 1024
 REPLY_TIMEOUT = 10.0
 #: An engine whose exit status is not known (its template died before reporting it).
 UNKNOWN_STATUS = -1
+#: How often a wait for a forked engine's exit looks at its pidfd, and how long after it exited
+#: the wait gives the template to report its status before settling for :data:`UNKNOWN_STATUS`.
+POLL_S = 0.1
+STATUS_GRACE_S = 1.0
 
 
 def supported() -> bool:
@@ -72,9 +77,27 @@ class ForkedEngine:
                 signal.pidfd_send_signal(self._pidfd, sig)
 
     async def wait(self) -> int:
-        await self._exited.wait()
-        assert self.returncode is not None
+        """Its exit status, once it has exited: the template's report, or — when the template is
+        gone or never reports it — :data:`UNKNOWN_STATUS` a moment after its pidfd says it exited.
+        Polled, not registered with the event loop: it holds in a shielded scope (a stop) and in
+        a task group being cancelled (a shutdown) alike, and any number of tasks may wait."""
+        gone_at: float | None = None
+        while self.returncode is None:
+            with anyio.move_on_after(POLL_S):
+                await self._exited.wait()
+            if self.returncode is None and self._gone():
+                gone_at = gone_at if gone_at is not None else anyio.current_time()
+                if anyio.current_time() - gone_at >= STATUS_GRACE_S:
+                    self.exited(UNKNOWN_STATUS)
         return self.returncode
+
+    def _gone(self) -> bool:
+        """Whether the process has exited, by its pidfd (readable once it has), without waiting."""
+        if self._pidfd is None:
+            return True  # it had exited before its pidfd could be opened
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        return bool(poller.poll(0))
 
     def exited(self, returncode: int) -> None:
         if self.returncode is not None:
@@ -84,13 +107,6 @@ class ForkedEngine:
             os.close(self._pidfd)
             self._pidfd = None
         self._exited.set()
-
-    async def orphaned(self) -> None:
-        """The template is gone: wait for this engine's exit on its pidfd (its status is lost)."""
-        if self._pidfd is not None and self.returncode is None:
-            with contextlib.suppress(OSError, anyio.ClosedResourceError):
-                await anyio.wait_readable(self._pidfd)
-        self.exited(UNKNOWN_STATUS)
 
 
 class ForkServer:
@@ -199,10 +215,7 @@ class ForkServer:
             with anyio.CancelScope(shield=True):
                 await replies.aclose()
                 await procs.kill(proc)
-                orphans, self._engines = list(self._engines.values()), {}
-                if self._tg is not None:
-                    for engine in orphans:
-                        self._tg.start_soon(engine.orphaned)
+                self._engines = {}  # their waits see them exit on their pidfds (ForkedEngine.wait)
                 if was_ready and not self._closed:
                     self.on_lost()
 

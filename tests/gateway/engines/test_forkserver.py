@@ -16,6 +16,7 @@ import pytest
 from bench.processes import workspace_of
 from gateway.control.records import Principal
 from gateway.engines.calls import call_tool
+from gateway.engines.forkserver import UNKNOWN_STATUS, ForkedEngine
 from gateway.engines.supervisor import Supervisor
 from gateway.errors import EngineStartTimeout
 from tests.gateway.engines.test_supervisor import Clock, _until, alive, healthz, make_config, supervising
@@ -202,3 +203,21 @@ def test_a_forked_engine_stops_when_the_gateway_process_is_killed(tmp_path: Path
             if alive(pid):  # pragma: no cover - only when the test fails
                 os.kill(pid, signal.SIGKILL)
     assert not Path(socket).exists()  # a clean stop (SIGTERM, not a kill) removes its socket
+
+
+@pytest.mark.req("gw:spawn", "rel:kill")
+async def test_an_engine_whose_exit_the_template_never_reports_is_seen_gone_by_its_pidfd() -> None:
+    """A stop, or a shutdown's shielded wait, must not wait for ever on a report that is not coming
+    (the template gone first): the engine's own pidfd says it exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        engine = ForkedEngine(proc.pid)
+        engine.signal(signal.SIGKILL)
+        with anyio.fail_after(10):
+            assert await engine.wait() == UNKNOWN_STATUS
+        with anyio.fail_after(10), anyio.CancelScope(shield=True):  # as procs.kill waits
+            assert await engine.wait() == UNKNOWN_STATUS
+        assert engine.returncode == UNKNOWN_STATUS
+    finally:
+        proc.kill()
+        proc.wait()
