@@ -237,6 +237,15 @@ class Recall:
         """The best-matching current facts (newest first without a query), scope rule applied.
         ``keyword``: :meth:`fact_keywords` for ``query``, if already searched."""
         self.indexer.settled()
+        return self._facts(query, qvec, scope, keyword)
+
+    def _facts(
+        self,
+        query: Query,
+        qvec: np.ndarray[Any, Any] | None,
+        scope: Limit | None,
+        keyword: list[tuple[int, float]] | None,
+    ) -> list[FactHit]:
         found: list[FactHit] = []
         if query.empty:
             limit = self.settings.facts_without_query
@@ -307,7 +316,7 @@ class Recall:
         fact_keywords = self.fact_keywords(parsed)  # needs no vector: searched while it is made
         floor = settings.match_floor
         searched = self._search(parsed, limit, archived, None, qvec, known, floor)
-        facts = self.facts(parsed, qvec(), limit, fact_keywords)
+        facts = self._facts(parsed, qvec(), limit, fact_keywords)
         hits = list(searched.hits)
         relevant = searched.relevant or any(f.confidence >= settings.min_match_score for f in facts)
         if not parsed.empty:
