@@ -43,7 +43,9 @@ REPLY_TIMEOUT = 10.0
 UNKNOWN_STATUS = -1
 #: How often a wait for a forked engine's exit looks at its pidfd, and how long after it exited
 #: the wait gives the template to report its status before settling for :data:`UNKNOWN_STATUS`.
-POLL_S = 0.1
+#: Every running engine has a wait (the supervisor's watch) for its whole life, so the look is
+#: rare: the template's report wakes a wait at once; the pidfd is only the fallback.
+POLL_S = 0.5
 STATUS_GRACE_S = 1.0
 
 
