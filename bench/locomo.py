@@ -44,7 +44,7 @@ from typing import Any
 import anyio
 import apsw
 
-from bench import misses
+from bench import answers, misses
 from bench.learned import WEIGHTS_FILE, load_learned
 from bench.paths import ENV, locomo_path
 from engine.embed.base import Embedder
@@ -120,6 +120,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]
+    answer: str = ""  # LoCoMo's answer (bench.answers)
 
 
 @dataclass
@@ -171,7 +172,8 @@ def load(path: Path, layout: str = "speaker") -> list[Conversation]:
             if qa.get("category") in CATEGORIES:
                 evidence = normalise_evidence(qa.get("evidence", []), known)
                 if evidence:
-                    questions.append(Question(qa["question"], int(qa["category"]), evidence))
+                    answer = str(qa.get("answer", ""))
+                    questions.append(Question(qa["question"], int(qa["category"]), evidence, answer))
         out.append(Conversation(sample["sample_id"], turns, questions))
     return out
 
@@ -271,16 +273,24 @@ def ranked_turns(recall: Recall, built: Built, question: str, qvec: Any, limit: 
     return out
 
 
-def fts_reference(conv: Conversation) -> list[tuple[int, tuple[float, float, float, float]]]:
-    """SQLite FTS5 bm25 over the same turns: porter, stop-word-filtered OR query."""
+def fts_reference(
+    conv: Conversation,
+) -> list[tuple[int, tuple[float, float, float, float], answers.AnswerCheck | None]]:
+    """SQLite FTS5 bm25 over the same turns: porter, stop-word-filtered OR query; each question's
+    category, scores and answer check (:mod:`bench.answers`)."""
     db = apsw.Connection(":memory:")
     db.execute(f"CREATE VIRTUAL TABLE t USING fts5(dia UNINDEXED, text, tokenize='{TOKENIZE}')")
     db.executemany("INSERT INTO t VALUES (?, ?)", [(t.dia_id, t.text) for t in conv.turns])
+    words = misses.Stems([(t.dia_id, t.said) for t in conv.turns])
     out = []
     for q in conv.questions:
         expr = parse_query(q.text).fts
         rows = db.execute("SELECT dia FROM t WHERE t MATCH ? ORDER BY rank LIMIT 10", (expr,)).fetchall()
-        out.append((q.category, scores([str(r[0]) for r in rows], q.evidence)))
+        ranked = [str(r[0]) for r in rows]
+        values = scores(ranked, q.evidence)
+        out.append(
+            (q.category, values, answers.check(q.answer, words.holding, q.evidence, ranked, values[1]))
+        )
     return out
 
 
@@ -316,15 +326,18 @@ def evaluate(
     """Quality of every question against its own conversation, and honest-miss rates; with
     ``context``, also recall@10 of what ``get_context`` returns. ``qvecs``: :func:`query_vectors`."""
     halves = {"A": Tally(), "B": Tally(), "all": Tally(), "get_context": Tally()}
+    held = answers.AnswerTally()  # does the first ten hold the answer's words (bench.answers)
     own_true = wrong_false = asked = 0
     own_listed = wrong_listed = wrong_empty = 0  # get_context's items (facts and notes)
     for i, b in enumerate(built):
         recall = Recall(b.indexer, settings)
         j = (i + 1) % len(built)
         other = Recall(built[j].indexer, settings)
+        words = misses.Stems([(t.dia_id, t.said) for t in b.conv.turns])
         for q in b.conv.questions:
             ranked = ranked_turns(recall, b, q.text, qvecs.get((i, q.text)))
             values = scores(ranked, q.evidence)
+            held.add(q.category, answers.check(q.answer, words.holding, q.evidence, ranked[:10], values[1]))
             halves["all"].add(q.category, values)
             halves["A" if b.conv.sample_id in HALF_A else "B"].add(q.category, values)
             if context:
@@ -340,6 +353,7 @@ def evaluate(
             if len(built) > 1:
                 wrong_false += not other.search(q.text, limit=10, qvec=qvecs.get((j, q.text))).relevant
     result: dict[str, Any] = {k: v.summary() for k, v in halves.items()}
+    result["answers"] = held.summary(CATEGORIES)
     result["honest_miss"] = {
         "own_relevant_true": round(100 * own_true / max(asked, 1), 1),
         "wrong_relevant_false": round(100 * wrong_false / max(asked, 1), 1) if len(built) > 1 else None,
@@ -462,10 +476,13 @@ def run_layout(args: argparse.Namespace, layout: str, embedder: Any) -> dict[str
         )
         result["query_embedding_ms"] = round(embed_ms, 2)
         reference = Tally()
+        reference_held = answers.AnswerTally()
         for c in convs:
-            for cat, values in fts_reference(c):
+            for cat, values, held in fts_reference(c):
                 reference.add(cat, values)
+                reference_held.add(cat, held)
         result["fts5_reference"] = reference.summary()
+        result["fts5_answers"] = reference_held.summary(CATEGORIES)
         result["mode"] = args.mode
         result["layout"] = layout
         for b in built:
@@ -495,8 +512,27 @@ def report(result: dict[str, Any]) -> str:
         table(rows) + f"\n\nhonest miss: own conversation relevant=true {hm['own_relevant_true']}%, "
         f"wrong conversation relevant=false {hm['wrong_relevant_false']}%\n"
         + padding
+        + answer_line(result["answers"], result["fts5_answers"])
         + f"search {result['ms_per_question']} ms/question "
         f"(+ {result['query_embedding_ms']} ms query embedding)\n"
+    )
+
+
+def answer_line(held: dict[str, dict[str, float]], fts5: dict[str, dict[str, float]]) -> str:
+    """The answer check (:mod:`bench.answers`) as one line: over all questions and multi-hop,
+    with FTS5's first ten over the same texts."""
+    parts = []
+    for key, name in (("all", "all"), ("c1", "multi-hop")):
+        h, f = held[key], fts5[key]
+        parts.append(
+            f"{name} {h['n']} of {h['asked']}: labelled turns R@10 {h['R@10']} (FTS5 {f['R@10']}), "
+            f"answer words {h['answer_words']}% ({f['answer_words']}%), whole answer "
+            f"{h['whole_answer']}% ({f['whole_answer']}%)"
+        )
+    return (
+        "answer in the first ten (questions whose labelled turns hold every answer word) — "
+        + "; ".join(parts)
+        + "\n"
     )
 
 

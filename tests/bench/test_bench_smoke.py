@@ -44,9 +44,24 @@ def fake_locomo(path: Path) -> None:
             ),
         }
         qa = [
-            {"question": f"Who teaches {a}'s {topic} class?", "evidence": ["D1:3"], "category": 4},
-            {"question": f"When did {b} adopt a puppy?", "evidence": ["D2:1; D2:01"], "category": 2},
-            {"question": f"What breed is {b}'s dog?", "evidence": ["D2:3", "D9:99"], "category": 1},
+            {
+                "question": f"Who teaches {a}'s {topic} class?",
+                "evidence": ["D1:3"],
+                "category": 4,
+                "answer": "Marguerite",
+            },
+            {
+                "question": f"When did {b} adopt a puppy?",
+                "evidence": ["D2:1; D2:01"],
+                "category": 2,
+                "answer": "20 June 2023",
+            },
+            {
+                "question": f"What breed is {b}'s dog?",
+                "evidence": ["D2:3", "D9:99"],
+                "category": 1,
+                "answer": "A beagle",
+            },
             {"question": "unanswerable", "evidence": ["D1:1"], "category": 5},
         ]
         convs.append({"sample_id": f"conv-{k}", "conversation": conv, "qa": qa})
