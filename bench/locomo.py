@@ -387,7 +387,8 @@ def miss_analysis(
                 return ranked_turns(recall, b, text, qvecs.get((i, text)), limit=misses.DEEP)
 
             found += misses.analyse(b.conv.sample_id, said, asked, rank)
-        out[half] = {"summary": misses.summary(found, total), "misses": misses.records(found)}
+        questions = sum(len(b.conv.questions) for b in built if (b.conv.sample_id in HALF_A) == (half == "A"))
+        out[half] = {"summary": misses.summary(found, total, questions), "misses": misses.records(found)}
     return out
 
 

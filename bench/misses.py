@@ -178,10 +178,26 @@ def bucket(rank: int | None) -> str:
     return f"> {DEEP}"
 
 
-def summary(misses: Sequence[Miss], evidence_total: int) -> dict[str, Any]:
-    """Counts: primary classes, every tag, and ranks (in buckets)."""
+def ceiling(misses: Sequence[Miss], questions: int, cut: int) -> float:
+    """Recall@10 (percent, over ``questions``) if the search's first ``cut`` memories were put in
+    the best order — the most a reranker of those ``cut`` could reach: each question keeps every
+    evidence turn ranked within ``cut`` (at most 10 of them) and loses the rest."""
+    per: dict[tuple[str, str], tuple[int, int]] = {}  # (conv, question) → (evidence, beyond cut)
+    for m in misses:
+        evidence, beyond = per.get((m.conv, m.question), (m.evidence, 0))
+        per[m.conv, m.question] = (evidence, beyond + (m.rank is None or m.rank > cut))
+    kept = sum(min(10, e - lost) / e for e, lost in per.values()) + (questions - len(per))
+    return round(100 * kept / questions, 1) if questions else 0.0
+
+
+def summary(misses: Sequence[Miss], evidence_total: int, questions: int = 0) -> dict[str, Any]:
+    """Counts: primary classes, every tag, and ranks (in buckets); with ``questions`` (how many
+    were asked), the recall@10 a reranker of the first 20, 50, 100, 200 could reach at best."""
     return {
         "evidence_turns": evidence_total,
+        "reorder_ceiling": {str(cut): ceiling(misses, questions, cut) for cut in (20, 50, 100, DEEP)}
+        if questions
+        else {},
         "missed": len(misses),
         "primary": dict(Counter(m.primary for m in misses).most_common()),
         "tags": dict(Counter(t for m in misses for t in m.tags).most_common()),

@@ -39,6 +39,26 @@ def test_each_missed_turn_gets_its_rank_and_what_may_explain_it() -> None:
     summary = misses.summary(found, evidence_total=4)
     assert summary["missed"] == 3 and summary["primary"]["list"] == 1
     assert summary["ranks"]["≤ 20"] == 2 and summary["ranks"][f"> {misses.DEEP}"] == 1
+    assert summary["reorder_ceiling"] == {}  # not asked for without the number of questions
+
+
+@pytest.mark.req("quality:locomo")
+def test_the_reorder_ceiling_is_what_a_perfect_reranker_of_the_first_k_would_reach() -> None:
+    ranked = [*[f"D2:{i}" for i in range(1, 14)], "D1:4", *[f"D3:{i}" for i in range(1, 50)], "D1:2"]
+    questions = [
+        ("What places did Ann and Bo plan to visit?", 1, ("D1:1", "D1:2")),  # ranks: none, 64
+        ("What kind of art does Ann make?", 3, ("D1:4",)),  # rank 14
+        ("Who teaches pottery?", 4, ("D2:1",)),  # rank 1: no miss
+    ]
+    found = misses.analyse("conv-x", TURNS, questions, lambda q: ranked)
+    assert sorted((m.turn, m.rank) for m in found) == [("D1:1", None), ("D1:2", 64), ("D1:4", 14)]
+    # first 20 put in the best order: the art question is answered, the places question is not
+    assert misses.ceiling(found, questions=3, cut=20) == round(100 * (0 + 1 + 1) / 3, 1)
+    # the first 100: one of the places question's two turns too
+    assert misses.ceiling(found, questions=3, cut=100) == round(100 * (0.5 + 1 + 1) / 3, 1)
+    assert misses.ceiling(found, questions=3, cut=5) == round(100 * 1 / 3, 1)
+    summary = misses.summary(found, evidence_total=4, questions=3)
+    assert summary["reorder_ceiling"] == {"20": 66.7, "50": 66.7, "100": 83.3, "200": 83.3}
 
 
 @pytest.mark.req("quality:locomo")
