@@ -42,7 +42,9 @@ _INTERJECTIONS: Final = frozenset(
         "aw", "aww", "ok", "okay", "haha", "lol", "cheers", "hmm", "well", "sure", "great",
     )
 )  # fmt: skip
-_NOT_NAMES: Final = (
+#: Capitalised words that are never names: function words, months, weekdays, words of time,
+#: interjections (the query side reads names with the same list: engine.recall.query).
+NOT_NAMES: Final = (
     STOP_WORDS | frozenset(MONTHS) | frozenset(_MONTH_ABBR) | frozenset(WEEKDAYS) | _TIME_WORDS
     | frozenset(["i", "i'm", "i've", "i'll", "i'd", "im", "ive"]) | _INTERJECTIONS
 )  # fmt: skip
@@ -75,7 +77,7 @@ def name_spans(text: str) -> Iterator[tuple[str, int, int]]:
     for match in _CAPITALISED.finditer(text):
         word = re.sub(r"['’]s$", "", match.group(1))
         key = word.casefold()
-        if len(key) < 2 or key in _NOT_NAMES or key.isdigit():
+        if len(key) < 2 or key in NOT_NAMES or key.isdigit():
             continue
         yield word, match.start(), match.start() + len(word)
 

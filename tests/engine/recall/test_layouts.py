@@ -85,6 +85,17 @@ def test_whether_anything_matched_does_not_depend_on_the_memory_naming_the_perso
     assert all(plain[q] for q in asked) and not plain[stranger[0]], plain
 
 
+@pytest.mark.req("quality:honest-miss")
+def test_a_month_in_a_question_does_not_make_a_stranger_known(tmp_path: Path) -> None:
+    """A capitalised month is not a person: where the memories are dated April, "in April" does
+    not make a question about a stranger a match (it counts as a word to find, not as a name the
+    workspace knows and every memory covers)."""
+    asked = ["The hiking trail of Tomás in April?"]
+    stranger = ["The hiking trail of Zoltan in April?"]
+    dated = verdicts(tmp_path / "dated", LAYOUTS["third person"], asked + stranger)
+    assert dated == {asked[0]: True, stranger[0]: False}, dated
+
+
 class RecordingEmbedder:
     """The real embedder, remembering the texts of the query vectors asked for."""
 

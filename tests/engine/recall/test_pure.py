@@ -176,6 +176,19 @@ def test_coverage_counts_given_words_as_found_wherever_the_memory_is_silent() ->
     assert lexical_score(terms, "Nothing about it.", given={"caroline"}) < 0.5
 
 
+@pytest.mark.req("quality:honest-miss")
+def test_months_weekdays_and_words_of_time_are_not_names_in_a_query() -> None:
+    # the index reads names with the same list (engine.index.mentions.NOT_NAMES)
+    assert parse_query("What did Melanie paint in June 2023?").names == ("melanie",)
+    assert parse_query("Where was Dave on Sunday, the Monday before Christmas?").names == (
+        "dave",
+        "christmas",
+    )
+    assert parse_query("Did Jolene say Thanks Yesterday?").names == ("jolene",)
+    assert parse_query("When did Caroline's team meet Priya?").names == ("caroline", "priya")
+    assert parse_query("What happened in May?").terms == ("happened", "may")  # still a word to find
+
+
 @pytest.mark.req("quality:layouts")
 def test_the_dense_query_leaves_out_the_given_names() -> None:
     assert without_names("What did Caroline's team research?", {"caroline"}) == "What did team research?"
