@@ -159,6 +159,7 @@ class ChunkRow:
     tags: str
     parts: int
     names: str
+    dates: str  # the days it was written and names, as words (engine.index.mentions)
 
 
 @dataclass(frozen=True)

@@ -439,17 +439,21 @@ class Recall:
 
 
 def _match(query: Query, hit: Hit, known: set[str]) -> float:
-    """A hit's match confidence (:func:`~engine.recall.relevance.confidence`), its keyword
-    coverage read as :func:`_coverage` does when the query names people the workspace knows."""
-    return confidence(_coverage(query.terms, hit, known) if known else hit.lexical, hit.cosine)
+    """A hit's match confidence (:func:`~engine.recall.relevance.confidence`): its keyword
+    coverage (:func:`_coverage`) or its meaning, whichever is the stronger."""
+    return confidence(_coverage(query.terms, hit, known), hit.cosine)
 
 
 def _coverage(terms: tuple[str, ...], hit: Hit, known: set[str]) -> float:
-    """Keyword coverage of a hit for a query naming people the workspace knows: the names count
-    as covered, and the memory's neighbours (its ``context``) count with its own words — what
-    was said about someone is often worded in the exchange around it, not repeated in it."""
+    """Keyword coverage of a hit, its words read with the days it is about (its ``dates``: a
+    question "in June 2023" is covered by a memory of that month, whether its words say so or
+    its day does). For a query naming people the workspace knows, the names count as covered
+    too, and the memory's neighbours (its ``context``) count with its own words — what was said
+    about someone is often worded in the exchange around it, not repeated in it."""
     row = hit.row
-    return lexical_score(terms, f"{row.text}\n{row.context}", row.tags.split("\n"), given=known)
+    if not known:
+        return lexical_score(terms, f"{row.text}\n{row.dates}", row.tags.split("\n"))
+    return lexical_score(terms, f"{row.text}\n{row.context}\n{row.dates}", row.tags.split("\n"), given=known)
 
 
 _POOL: ThreadPoolExecutor | None = None

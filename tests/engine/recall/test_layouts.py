@@ -96,6 +96,20 @@ def test_a_month_in_a_question_does_not_make_a_stranger_known(tmp_path: Path) ->
     assert dated == {asked[0]: True, stranger[0]: False}, dated
 
 
+@pytest.mark.req("quality:honest-miss")
+def test_the_day_a_memory_is_about_covers_the_month_a_question_names(tmp_path: Path) -> None:
+    """Whether a memory says "in March" or was simply written (or dated) in March is wording:
+    keyword coverage reads the days a memory is about with its words, so the month it is about
+    makes a match, and another month does not."""
+    with engine(tmp_path) as e:  # the test clock writes on 2 March 2026
+        e.memory.remember(CALLER, "I baked a lemon tart for the neighbourhood party.")
+        e.memory.remember(CALLER, "The climbing gym opens early on weekdays.")
+        e.settle()
+        words_only = Recall(e.indexer, RecallSettings(semantic=False))
+        assert words_only.search("What was baked in March 2026?", limit=10).relevant
+        assert not words_only.search("What was baked in July 2025?", limit=10).relevant
+
+
 class RecordingEmbedder:
     """The real embedder, remembering the texts of the query vectors asked for."""
 
