@@ -21,7 +21,7 @@ from engine.index.schema import FACT_WEIGHTS
 from engine.recall import budget as budgeting
 from engine.recall.freshness import LEXICAL_WEIGHT, rerank
 from engine.recall.fusion import Candidate, Weights, fuse
-from engine.recall.lexical import lexical_score
+from engine.recall.lexical import dated_terms, lexical_score
 from engine.recall.lists import Listing, asked_class
 from engine.recall.query import Query, names_person, parse_query, quote, without_names
 from engine.recall.relevance import MATCH_FLOOR, MIN_MATCH_SCORE, confidence, query_confidence
@@ -445,15 +445,17 @@ def _match(query: Query, hit: Hit, known: set[str]) -> float:
 
 
 def _coverage(terms: tuple[str, ...], hit: Hit, known: set[str]) -> float:
-    """Keyword coverage of a hit, its words read with the days it is about (its ``dates``: a
-    question "in June 2023" is covered by a memory of that month, whether its words say so or
-    its day does). For a query naming people the workspace knows, the names count as covered
-    too, and the memory's neighbours (its ``context``) count with its own words — what was said
-    about someone is often worded in the exchange around it, not repeated in it."""
+    """Keyword coverage of a hit, the query's words that its days say (its ``dates``: a question
+    "in June 2023" is covered by a memory of that month, whether its words say so or its day
+    does) counting as found in it. For a query naming people the workspace knows, the names count
+    as covered too, and the memory's neighbours (its ``context``) count with its own words — what
+    was said about someone is often worded in the exchange around it, not repeated in it."""
     row = hit.row
-    if not known:
-        return lexical_score(terms, f"{row.text}\n{row.dates}", row.tags.split("\n"))
-    return lexical_score(terms, f"{row.text}\n{row.context}\n{row.dates}", row.tags.split("\n"), given=known)
+    dated = dated_terms(terms, row.dates)
+    if not known and not dated:
+        return hit.lexical  # the words alone, as the hit was scored
+    body = f"{row.text}\n{row.context}" if known else row.text
+    return lexical_score(terms, body, row.tags.split("\n"), given=known | dated)
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -70,3 +70,15 @@ def _contains_run(words: list[str], terms: tuple[str, ...]) -> bool:
     n, first = len(terms), terms[0]
     starts = content[: len(content) - n + 1]
     return any(w == first and tuple(content[i : i + n]) == terms for i, w in enumerate(starts))
+
+
+def dated_terms(terms: tuple[str, ...], dates: str) -> set[str]:
+    """The ``terms`` that a memory's dates words hold (``dates``: "8 June 2023 June 2023
+    2023-06-08", the days it was written and names) — "june", "2023"."""
+    said = _date_stems(dates)
+    return {t for t in terms if stem(t) in said} if said else set()
+
+
+@lru_cache(maxsize=4096)
+def _date_stems(dates: str) -> frozenset[str]:
+    return frozenset(stems(words_of(dates)))
