@@ -66,7 +66,7 @@ def parse_query(text: str | None) -> Query:
     names: list[str] = []
     for i, match in enumerate(_NAME.finditer(text)):
         word = re.sub(r"['’]s$", "", match.group(1)).casefold()
-        if (i > 0 or match.start() > 0) and word not in NOT_NAMES and len(word) >= 2 and not word.isdigit():
+        if (i > 0 or match.start() > 0) and word not in NOT_NAMES and len(word) >= 2:
             names.append(word)
     return Query(text, terms_of(text), frozenset(words_of(text)), tuple(dict.fromkeys(names)))
 
