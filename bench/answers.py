@@ -44,9 +44,10 @@ def check(
     wanted = terms_of(answer)
     if not wanted:
         return None
-    held = [not set(holding(w)).isdisjoint(first_ten) for w in wanted]
+    holders = [set(holding(w)) for w in wanted]
+    held = [not h.isdisjoint(first_ten) for h in holders]
     return AnswerCheck(
-        checkable=all(not set(holding(w)).isdisjoint(labelled) for w in wanted),
+        checkable=all(not h.isdisjoint(labelled) for h in holders),
         words=sum(held) / len(wanted),
         whole=all(held),
         recall=recall,

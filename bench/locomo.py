@@ -374,7 +374,7 @@ def miss_analysis(
     out: dict[str, Any] = {}
     for half in ("A", "B"):
         found: list[misses.Miss] = []
-        total = 0
+        total = questions = 0
         for i, b in enumerate(built):
             if (b.conv.sample_id in HALF_A) != (half == "A"):
                 continue
@@ -382,12 +382,12 @@ def miss_analysis(
             said = [(t.dia_id, t.said) for t in b.conv.turns]
             asked = [(q.text, q.category, q.evidence) for q in b.conv.questions]
             total += sum(len(q.evidence) for q in b.conv.questions)
+            questions += len(b.conv.questions)
 
             def rank(text: str, recall: Recall = recall, b: Built = b, i: int = i) -> list[str]:
                 return ranked_turns(recall, b, text, qvecs.get((i, text)), limit=misses.DEEP)
 
             found += misses.analyse(b.conv.sample_id, said, asked, rank)
-        questions = sum(len(b.conv.questions) for b in built if (b.conv.sample_id in HALF_A) == (half == "A"))
         out[half] = {"summary": misses.summary(found, total, questions), "misses": misses.records(found)}
     return out
 
