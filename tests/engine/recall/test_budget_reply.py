@@ -31,6 +31,7 @@ KEY = "quokkaplan"  # the query's one word: no generated text contains it
 MIN, MAX = 100, 4000
 
 WORDS = st.text(st.characters(codec="utf-8", categories=("L", "N", "Zs", "P", "S")), min_size=1, max_size=900)
+SAID = WORDS.filter(str.strip)  # text a memory may be: not blank (a blank one is refused, by design)
 TAG = st.text(st.characters(codec="utf-8", categories=("L", "N")), min_size=1, max_size=64)
 TAGS = st.lists(TAG, max_size=20, unique_by=str.casefold)
 SCOPE = st.none() | st.sampled_from(["project:fjord", "p" * 60 + ":abc"])
@@ -41,11 +42,14 @@ def stores(draw: st.DrawFn) -> dict[str, Any]:
     return {
         # facts that match the query, many of them: with the notes, more ids than a reply names
         "facts": draw(
-            st.lists(st.tuples(WORDS.map(lambda w: w[:60]), WORDS.map(lambda w: w[:200])), max_size=10)
+            st.lists(
+                st.tuples(SAID.map(lambda w: w[:60]).filter(str.strip), WORDS.map(lambda w: w[:200])),
+                max_size=10,
+            )
         ),
         "notes": draw(
             st.lists(
-                st.tuples(WORDS, TAGS, SCOPE, st.booleans(), st.sampled_from(["live", "moved", "by hand"])),
+                st.tuples(SAID, TAGS, SCOPE, st.booleans(), st.sampled_from(["live", "moved", "by hand"])),
                 max_size=6,
             )
         ),
